@@ -1,0 +1,22 @@
+#pragma once
+// Rounding modes used by the recipes. Every rounding in fp4emu is an explicit
+// argument; nothing relies on the floating-point environment.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fp4emu {
+
+enum class Rounding : uint8_t {
+  rne,           // round to nearest, ties to even (IEEE default)
+  rha,           // round to nearest, ties away from zero ("half away")
+  rtz,           // round toward zero (truncate the magnitude)
+  ties_to_zero,  // round to nearest, ties toward zero (ggml's argmin, FP-Quant tables)
+  rtp,           // round toward +infinity (CUDA cudaRoundPosInf, "round up" scales)
+};
+
+std::string_view to_string(Rounding r);
+// Accepts "rne", "rha", "rtz", "tiesToZero" (also "ties_to_zero"), "rtp".
+std::optional<Rounding> parse_rounding(std::string_view name);
+
+}  // namespace fp4emu

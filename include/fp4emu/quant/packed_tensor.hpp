@@ -1,0 +1,50 @@
+#pragma once
+// The packed (quantized) form of a tensor (DESIGN.md §3, §5).
+//
+// The tensor is viewed as `rows` rows along the block axis: the block axis is
+// moved last, as kernels store K-major operands. Row r = (outer, inner) holds
+// x[outer, k, inner] for k = 0..axis_len-1, zero-padded to padded_len. Rows
+// are ordered with `inner` fastest. Codes are row-major [rows, padded_len]
+// nibbles packed two per byte; scales are row-major [rows, blocks_per_row]
+// with scale_bytes_per_block bytes each.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp4emu/codec/rounding.hpp"
+#include "fp4emu/quant/recipe.hpp"
+
+namespace fp4emu {
+
+struct PackedTensor {
+  Format format = Format::hif4;
+  std::string recipe_id;
+  std::vector<int64_t> shape;  // logical shape of the original tensor
+  int axis = 0;                // block axis, 0..rank-1
+  int64_t rows = 0;
+  int64_t axis_len = 0;        // shape[axis]
+  int64_t padded_len = 0;      // axis_len rounded up to a multiple of block_size
+  int block_size = 0;
+
+  Rounding rounding = Rounding::rne;  // element rounding used
+  TailPolicy tail = TailPolicy::pad;
+  NibbleOrder nibble_order = NibbleOrder::low_first;
+  ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;
+  ScaleLayout scale_layout = ScaleLayout::linear;
+
+  std::vector<uint8_t> codes;   // rows * padded_len / 2 bytes
+  // rows * blocks_per_row * scale_bytes_per_block bytes. HiF4: the 32-bit
+  // scale word little-endian: [E6M2, L2 bits, L3 groups 0-7, L3 groups 8-15].
+  std::vector<uint8_t> scales;
+
+  // NVFP4 per-tensor scale (1 and unused for the other formats and for the
+  // single-level NVFP4 recipes). Decoding multiplies by global_decode_scale.
+  float global_amax = 0.0f;
+  float global_encode_scale = 1.0f;
+  float global_decode_scale = 1.0f;
+
+  int64_t blocks_per_row() const { return padded_len / block_size; }
+  int64_t num_blocks() const { return rows * blocks_per_row(); }
+};
+
+}  // namespace fp4emu

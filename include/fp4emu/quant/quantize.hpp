@@ -1,0 +1,46 @@
+#pragma once
+// The quantization API (DESIGN.md §3): quantize -> PackedTensor, dequantize,
+// fake_quant. All functions throw InputError on bad options or input.
+#include <optional>
+#include <string>
+
+#include "fp4emu/codec/rounding.hpp"
+#include "fp4emu/quant/packed_tensor.hpp"
+#include "fp4emu/quant/recipe.hpp"
+#include "fp4emu/quant/tensor.hpp"
+
+namespace fp4emu {
+
+// Data type the input values came from. Only hif4.a6 depends on it: it is
+// defined on bf16 inputs, so fp32 values must be exact in bf16.
+enum class InputDType : uint8_t { f32, bf16, f16 };
+
+struct QuantOptions {
+  std::string recipe;                   // recipe id ("nvfp4.te"), or a format name for its default
+  int axis = -1;                        // block axis; negative counts from the end
+  std::optional<TailPolicy> tail;       // default: the recipe's
+  std::optional<Rounding> rounding;     // element-rounding override, where the recipe allows it
+  std::optional<NibbleOrder> nibble_order;
+  std::optional<ScaleBitOrder> scale_bit_order;  // HiF4 only
+  std::optional<float> global_amax;     // NVFP4: per-tensor amax (default: from the input)
+  InputDType input_dtype = InputDType::f32;
+};
+
+// Options checked against a tensor shape, with every default filled in.
+struct ResolvedOptions {
+  const Recipe* recipe = nullptr;
+  int axis = 0;
+  TailPolicy tail = TailPolicy::pad;
+  Rounding rounding = Rounding::rne;
+  NibbleOrder nibble_order = NibbleOrder::low_first;
+  ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;
+  std::optional<float> global_amax;
+  InputDType input_dtype = InputDType::f32;
+};
+ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<int64_t>& shape);
+
+PackedTensor quantize(const Tensor& x, const QuantOptions& options);
+Tensor dequantize(const PackedTensor& packed);
+Tensor fake_quant(const Tensor& x, const QuantOptions& options);
+
+}  // namespace fp4emu

@@ -1,0 +1,67 @@
+#pragma once
+// Scalar reference block quantizers: the specifications in code
+// (src/quant/reference/<format>.cpp, one per format, each following its spec
+// step by step). They work on one block of fp32 values; the tensor driver
+// (src/quant/quantize.cpp) gathers blocks along the axis, pads tails and packs.
+//
+// Codes are unpacked here: one 4-bit code per byte (sign in bit 3).
+#include <cstdint>
+#include <span>
+
+#include "fp4emu/codec/rounding.hpp"
+#include "fp4emu/quant/recipe.hpp"
+
+namespace fp4emu::reference {
+
+// ---------------------------------------------------------------- HiF4 ------
+inline constexpr int kHif4Block = 64;
+
+// The scale word in its canonical (LSB-first, hif4.md §5.2) form:
+// bits 7..0 E6M2 code, bit 8+j = L2 bit b_j, bit 16+k = L3 bit c_k.
+// Returns the word; writes 64 codes.
+uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes);
+// Exact decode (hif4.md §4): (-1)^s (q/4) 2^(b+c) E6M2(S); scale 0xFF -> NaN block.
+// For hif4.v12_pow2 the E6M2 byte holds the power-of-two exponent (see hif4.cpp).
+void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes, float* out);
+// Fused fake quantization; equals decode(quantize) except where the recipe
+// says otherwise (V14-special passes NaN/Inf through).
+void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out);
+// Scale word bit order conversion between canonical LSB-first and stored form.
+uint32_t hif4_word_to_stored(uint32_t canonical, ScaleBitOrder order);
+uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order);
+
+// --------------------------------------------------------------- MXFP4 ------
+inline constexpr int kMxBlock = 32;
+
+// Returns the E8M0 scale code; writes 32 codes.
+uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes);
+// v_i = 2^(c-127) * e2m1(P_i) rounded to fp32; 0xFF -> NaN block.
+void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out);
+void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out);
+
+// --------------------------------------------------------------- NVFP4 ------
+inline constexpr int kNvBlock = 16;
+
+// Per-tensor scale, computed once from the global amax G (nvfp4.md §2.2).
+struct NvTensorScale {
+  float global_amax = 0.0f;
+  float encode = 1.0f;  // S_enc (1 for single-level recipes)
+  float decode = 1.0f;  // S_dec
+};
+NvTensorScale nvfp4_tensor_scale(const Recipe& recipe, float global_amax);
+// The global amax as the recipe's library reduces it (NaN handling differs).
+float nvfp4_global_amax(const Recipe& recipe, std::span<const float> x);
+// Block amax as the recipe's library reduces it (used for 1D blocks and to
+// combine the rows of a 16x16 tile).
+float nvfp4_block_amax(const Recipe& recipe, const float* x, int n);
+// Returns the UE4M3 scale code; writes 16 codes. `block_amax` is the amax the
+// scale is derived from (of the 16 values, or of the 16x16 tile).
+uint8_t nvfp4_quantize_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
+                             float block_amax, const float* x, uint8_t* codes);
+// x = fp32(fp32(e2m1 * ue4m3) * S_dec) (nvfp4.md §0); scale 0x7F -> NaN block.
+void nvfp4_decode_block(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale,
+                        const uint8_t* codes, float* out);
+void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
+                            float block_amax, const float* x, float* out);
+
+}  // namespace fp4emu::reference

@@ -1,0 +1,372 @@
+// Tensor driver: blocks along any axis, tails, packing. The numerics live in
+// the per-format block quantizers (src/quant/reference/*.cpp); this file only
+// moves values between the tensor and blocks, and bytes between blocks and
+// the packed form.
+#include "fp4emu/quant/quantize.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "fp4emu/codec/minifloat.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/quant/reference.hpp"
+
+namespace fp4emu {
+namespace {
+
+constexpr int kMaxBlock = 64;
+
+std::string recipe_list() {
+  std::string list;
+  for (const Recipe& r : all_recipes()) {
+    if (!list.empty()) list += ", ";
+    list += r.id;
+  }
+  return list;
+}
+
+std::string rounding_list(uint8_t mask) {
+  std::string list;
+  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp}) {
+    if (!(mask & rounding_bit(r))) continue;
+    if (!list.empty()) list += ", ";
+    list += to_string(r);
+  }
+  return list;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The tensor seen as rows along the block axis (see packed_tensor.hpp).
+struct BlockedView {
+  int64_t outer = 1, axis_len = 0, inner = 1;
+  int64_t rows() const { return outer * inner; }
+  int64_t index(int64_t row, int64_t k) const {
+    const int64_t o = row / inner, i = row % inner;
+    return (o * axis_len + k) * inner + i;
+  }
+};
+
+BlockedView blocked_view(const std::vector<int64_t>& shape, int axis) {
+  BlockedView v;
+  for (int d = 0; d < axis; ++d) v.outer *= shape[d];
+  v.axis_len = shape[axis];
+  for (size_t d = axis + 1; d < shape.size(); ++d) v.inner *= shape[d];
+  return v;
+}
+
+void check_bf16_inputs(const ResolvedOptions& o, const Tensor& x) {
+  if (!o.recipe->bf16_input_only || o.input_dtype == InputDType::bf16) return;
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    if (!is_bf16_exact(x.data[i])) {
+      throw InputError(fmt::format(
+          "recipe {} is defined on bf16 inputs, but element {} = {:.9g} is not exactly representable "
+          "in bf16; round the input to bf16 first (or pick another recipe, e.g. {})",
+          o.recipe->id, i, x.data[i], default_recipe(o.recipe->format).id));
+    }
+  }
+}
+
+// Per-tensor state a format needs before the blocks are visited.
+struct TensorContext {
+  reference::NvTensorScale nv;
+  std::vector<float> tile_amax;  // NVFP4 16x16 tiles: [row_groups, blocks]
+};
+
+std::vector<float> gather_row(const Tensor& x, const BlockedView& v, int64_t row, int64_t padded_len) {
+  std::vector<float> buf(padded_len, 0.0f);
+  for (int64_t k = 0; k < v.axis_len; ++k) buf[k] = x.data[v.index(row, k)];
+  return buf;
+}
+
+TensorContext prepare(const ResolvedOptions& o, const Tensor& x, const BlockedView& v, int64_t padded_len) {
+  TensorContext ctx;
+  const Recipe& recipe = *o.recipe;
+  if (recipe.format != Format::nvfp4) return ctx;
+  const float g = o.global_amax ? *o.global_amax : reference::nvfp4_global_amax(recipe, x.data);
+  ctx.nv = reference::nvfp4_tensor_scale(recipe, g);
+  if (recipe.nv.tile_2d) {
+    // nvfp4.md §3: the amax of a 16x16 tile (16 consecutive rows x one block)
+    // sets the scale of each of its 16 rows.
+    const int64_t blocks = padded_len / reference::kNvBlock;
+    const int64_t groups = (v.rows() + 15) / 16;
+    ctx.tile_amax.assign(groups * blocks, 0.0f);
+    for (int64_t g16 = 0; g16 < groups; ++g16) {
+      std::vector<std::array<float, 16>> row_amax(blocks);
+      for (auto& a : row_amax) a.fill(0.0f);
+      for (int64_t rr = 0; rr < 16 && g16 * 16 + rr < v.rows(); ++rr) {
+        const std::vector<float> row = gather_row(x, v, g16 * 16 + rr, padded_len);
+        for (int64_t b = 0; b < blocks; ++b)
+          row_amax[b][rr] = reference::nvfp4_block_amax(recipe, row.data() + b * reference::kNvBlock,
+                                                        reference::kNvBlock);
+      }
+      for (int64_t b = 0; b < blocks; ++b)
+        ctx.tile_amax[g16 * blocks + b] = reference::nvfp4_block_amax(recipe, row_amax[b].data(), 16);
+    }
+  }
+  return ctx;
+}
+
+float block_amax_for(const ResolvedOptions& o, const TensorContext& ctx, const float* block, int64_t row,
+                     int64_t b, int64_t blocks) {
+  if (o.recipe->nv.tile_2d) return ctx.tile_amax[(row / 16) * blocks + b];
+  return reference::nvfp4_block_amax(*o.recipe, block, reference::kNvBlock);
+}
+
+// Byte and nibble of element j of block b in a packed row.
+struct NibbleSlot {
+  int64_t byte;
+  bool high;
+};
+NibbleSlot nibble_slot(NibbleOrder order, int block, int64_t b, int j) {
+  const int64_t p = b * block + j;
+  switch (order) {
+    case NibbleOrder::low_first: return {p / 2, (p & 1) != 0};
+    case NibbleOrder::high_first: return {p / 2, (p & 1) == 0};
+    case NibbleOrder::split_half: {
+      const int half = block / 2;
+      return {b * half + (j % half), j >= half};
+    }
+  }
+  return {p / 2, (p & 1) != 0};
+}
+
+}  // namespace
+
+ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<int64_t>& shape) {
+  ResolvedOptions o;
+  if (auto f = parse_format(options.recipe)) {
+    o.recipe = &default_recipe(*f);
+  } else {
+    o.recipe = find_recipe(options.recipe);
+    if (!o.recipe)
+      throw InputError(fmt::format("unknown recipe '{}'; known recipes: {} (or a format name: hif4, mxfp4, nvfp4)",
+                                   options.recipe, recipe_list()));
+  }
+  const Recipe& r = *o.recipe;
+  const int block = block_size(r.format);
+
+  if (shape.empty())
+    throw InputError("tensor has rank 0 (a scalar); block quantization needs at least one axis");
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] <= 0)
+      throw InputError(fmt::format("tensor shape {} has a zero-size or negative dimension {}; nothing to quantize",
+                                   shape_string(shape), d));
+  const int rank = static_cast<int>(shape.size());
+  if (options.axis < -rank || options.axis >= rank)
+    throw InputError(fmt::format("axis {} is out of range for a tensor of rank {} (shape {}); use -{}..{}",
+                                 options.axis, rank, shape_string(shape), rank, rank - 1));
+  o.axis = options.axis < 0 ? options.axis + rank : options.axis;
+
+  o.tail = options.tail.value_or(r.default_tail);
+  if (o.tail == TailPolicy::error && shape[o.axis] % block != 0)
+    throw InputError(fmt::format(
+        "axis {} has length {}, not a multiple of the {} block size {} (tail policy 'error'{}); "
+        "use --tail pad to zero-pad the last block, or pad the tensor",
+        o.axis, shape[o.axis], format_name(r.format), block,
+        options.tail ? "" : fmt::format(", the default of {}", r.id)));
+
+  o.rounding = options.rounding.value_or(r.element_rounding);
+  if (options.rounding && !(r.allowed_roundings & rounding_bit(*options.rounding)))
+    throw InputError(fmt::format("recipe {} does not define element rounding '{}'; it accepts: {}", r.id,
+                                 to_string(*options.rounding), rounding_list(r.allowed_roundings)));
+
+  o.nibble_order = options.nibble_order.value_or(r.nibble_order);
+  if (options.scale_bit_order && r.format != Format::hif4)
+    throw InputError(fmt::format("--scale-bit-order applies to HiF4 scale words only, not to {}", r.id));
+  o.scale_bit_order = options.scale_bit_order.value_or(r.scale_bit_order);
+
+  if (options.global_amax) {
+    if (r.format != Format::nvfp4)
+      throw InputError(fmt::format("--global-amax applies to NVFP4 only, not to {}", r.id));
+    if (!(*options.global_amax >= 0.0f) || std::isinf(*options.global_amax))
+      throw InputError(fmt::format("--global-amax {} is invalid: it must be a finite value >= 0",
+                                   *options.global_amax));
+  }
+  o.global_amax = options.global_amax;
+  o.input_dtype = options.input_dtype;
+  return o;
+}
+
+void check_data_size(const Tensor& x) {
+  if (static_cast<int64_t>(x.data.size()) != x.numel())
+    throw InputError(fmt::format("tensor of shape {} holds {} values, expected {}", shape_string(x.shape),
+                                 x.data.size(), x.numel()));
+}
+
+PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
+  const ResolvedOptions o = resolve_options(options, x.shape);
+  check_data_size(x);
+  const Recipe& recipe = *o.recipe;
+  if (recipe.fake_quant_only)
+    throw InputError(fmt::format("recipe {} is fake-quant only (its library never produces codes); "
+                                 "use fake-quant, or a recipe with a packed form",
+                                 recipe.id));
+  check_bf16_inputs(o, x);
+
+  const int block = block_size(recipe.format);
+  const BlockedView v = blocked_view(x.shape, o.axis);
+  PackedTensor p;
+  p.format = recipe.format;
+  p.recipe_id = std::string(recipe.id);
+  p.shape = x.shape;
+  p.axis = o.axis;
+  p.rows = v.rows();
+  p.axis_len = v.axis_len;
+  p.padded_len = (v.axis_len + block - 1) / block * block;
+  p.block_size = block;
+  p.rounding = o.rounding;
+  p.tail = o.tail;
+  p.nibble_order = o.nibble_order;
+  p.scale_bit_order = o.scale_bit_order;
+  p.codes.assign(p.rows * p.padded_len / 2, 0);
+  const int scale_bytes = scale_bytes_per_block(recipe.format);
+  p.scales.assign(p.num_blocks() * scale_bytes, 0);
+
+  const TensorContext ctx = prepare(o, x, v, p.padded_len);
+  p.global_amax = ctx.nv.global_amax;
+  p.global_encode_scale = ctx.nv.encode;
+  p.global_decode_scale = ctx.nv.decode;
+
+  const int64_t blocks = p.blocks_per_row();
+  const int64_t row_bytes = p.padded_len / 2;
+  std::array<uint8_t, kMaxBlock> codes{};
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const std::vector<float> buf = gather_row(x, v, row, p.padded_len);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* in = buf.data() + b * block;
+      uint8_t* scale_out = p.scales.data() + (row * blocks + b) * scale_bytes;
+      switch (recipe.format) {
+        case Format::hif4: {
+          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, codes.data());
+          const uint32_t stored = reference::hif4_word_to_stored(word, o.scale_bit_order);
+          for (int i = 0; i < 4; ++i) scale_out[i] = static_cast<uint8_t>(stored >> (8 * i));
+          break;
+        }
+        case Format::mxfp4:
+          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, codes.data());
+          break;
+        case Format::nvfp4:
+          scale_out[0] = reference::nvfp4_quantize_block(
+              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, codes.data());
+          break;
+      }
+      uint8_t* row_codes = p.codes.data() + row * row_bytes;
+      for (int j = 0; j < block; ++j) {
+        const NibbleSlot s = nibble_slot(o.nibble_order, block, b, j);
+        row_codes[s.byte] |= static_cast<uint8_t>((codes[j] & 0xF) << (s.high ? 4 : 0));
+      }
+    }
+  }
+  return p;
+}
+
+Tensor dequantize(const PackedTensor& p) {
+  const Recipe* recipe = find_recipe(p.recipe_id);
+  if (!recipe)
+    throw InputError(fmt::format("packed tensor names unknown recipe '{}'; known recipes: {}", p.recipe_id,
+                                 recipe_list()));
+  const int block = block_size(recipe->format);
+  Tensor out;
+  out.shape = p.shape;
+  // Cross-check every size field so a damaged file fails here, not in a loop.
+  if (p.format != recipe->format || p.block_size != block || p.shape.empty() || p.axis < 0 ||
+      p.axis >= static_cast<int>(p.shape.size()))
+    throw InputError(fmt::format("packed tensor metadata is inconsistent: recipe {} with format {}, block {}, "
+                                 "axis {} of shape {}",
+                                 p.recipe_id, format_name(p.format), p.block_size, p.axis, shape_string(p.shape)));
+  const BlockedView v = blocked_view(p.shape, p.axis);
+  const int64_t padded = (v.axis_len + block - 1) / block * block;
+  if (p.rows != v.rows() || p.axis_len != v.axis_len || p.padded_len != padded)
+    throw InputError(fmt::format("packed tensor metadata is inconsistent: rows {} / axis_len {} / padded_len {} "
+                                 "do not match shape {} blocked along axis {}",
+                                 p.rows, p.axis_len, p.padded_len, shape_string(p.shape), p.axis));
+  const int scale_bytes = scale_bytes_per_block(recipe->format);
+  if (p.codes.size() != static_cast<size_t>(p.rows * p.padded_len / 2))
+    throw InputError(fmt::format("packed tensor has {} code bytes; shape {} needs {}", p.codes.size(),
+                                 shape_string(p.shape), p.rows * p.padded_len / 2));
+  if (p.scales.size() != static_cast<size_t>(p.num_blocks() * scale_bytes))
+    throw InputError(fmt::format("packed tensor has {} scale bytes; shape {} needs {}", p.scales.size(),
+                                 shape_string(p.shape), p.num_blocks() * scale_bytes));
+
+  out.data.assign(out.numel(), 0.0f);
+  const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
+  const int64_t blocks = p.blocks_per_row();
+  const int64_t row_bytes = p.padded_len / 2;
+  std::array<uint8_t, kMaxBlock> codes{};
+  std::array<float, kMaxBlock> values{};
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const uint8_t* row_codes = p.codes.data() + row * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int j = 0; j < block; ++j) {
+        const NibbleSlot s = nibble_slot(p.nibble_order, block, b, j);
+        codes[j] = static_cast<uint8_t>((row_codes[s.byte] >> (s.high ? 4 : 0)) & 0xF);
+      }
+      const uint8_t* scale_in = p.scales.data() + (row * blocks + b) * scale_bytes;
+      switch (recipe->format) {
+        case Format::hif4: {
+          uint32_t stored = 0;
+          for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(scale_in[i]) << (8 * i);
+          reference::hif4_decode_block(*recipe, reference::hif4_word_from_stored(stored, p.scale_bit_order),
+                                       codes.data(), values.data());
+          break;
+        }
+        case Format::mxfp4: reference::mxfp4_decode_block(*recipe, scale_in[0], codes.data(), values.data()); break;
+        case Format::nvfp4:
+          reference::nvfp4_decode_block(*recipe, ts, scale_in[0], codes.data(), values.data());
+          break;
+      }
+      for (int j = 0; j < block; ++j) {
+        const int64_t k = b * block + j;
+        if (k < v.axis_len) out.data[v.index(row, k)] = values[j];
+      }
+    }
+  }
+  return out;
+}
+
+Tensor fake_quant(const Tensor& x, const QuantOptions& options) {
+  const ResolvedOptions o = resolve_options(options, x.shape);
+  check_data_size(x);
+  const Recipe& recipe = *o.recipe;
+  check_bf16_inputs(o, x);
+  const int block = block_size(recipe.format);
+  const BlockedView v = blocked_view(x.shape, o.axis);
+  const int64_t padded = (v.axis_len + block - 1) / block * block;
+  const int64_t blocks = padded / block;
+  const TensorContext ctx = prepare(o, x, v, padded);
+
+  Tensor out;
+  out.shape = x.shape;
+  out.data.assign(x.data.size(), 0.0f);
+  std::array<float, kMaxBlock> values{};
+  for (int64_t row = 0; row < v.rows(); ++row) {
+    const std::vector<float> buf = gather_row(x, v, row, padded);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* in = buf.data() + b * block;
+      switch (recipe.format) {
+        case Format::hif4: reference::hif4_fake_quant_block(recipe, o.rounding, in, values.data()); break;
+        case Format::mxfp4: reference::mxfp4_fake_quant_block(recipe, o.rounding, in, values.data()); break;
+        case Format::nvfp4:
+          reference::nvfp4_fake_quant_block(recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks),
+                                            in, values.data());
+          break;
+      }
+      for (int j = 0; j < block; ++j) {
+        const int64_t k = b * block + j;
+        if (k < v.axis_len) out.data[v.index(row, k)] = values[j];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fp4emu

@@ -1,0 +1,91 @@
+// Format properties, enum names and the recipe registry.
+#include <algorithm>
+#include <vector>
+
+#include "fp4emu/quant/recipe.hpp"
+
+namespace fp4emu {
+
+std::string_view format_name(Format f) {
+  switch (f) {
+    case Format::hif4: return "hif4";
+    case Format::mxfp4: return "mxfp4";
+    case Format::nvfp4: return "nvfp4";
+  }
+  return "?";
+}
+
+std::optional<Format> parse_format(std::string_view name) {
+  if (name == "hif4") return Format::hif4;
+  if (name == "mxfp4") return Format::mxfp4;
+  if (name == "nvfp4") return Format::nvfp4;
+  return std::nullopt;
+}
+
+int block_size(Format f) {
+  switch (f) {
+    case Format::hif4: return 64;
+    case Format::mxfp4: return 32;
+    case Format::nvfp4: return 16;
+  }
+  return 0;
+}
+
+int scale_bytes_per_block(Format f) { return f == Format::hif4 ? 4 : 1; }
+
+std::string_view to_string(TailPolicy t) { return t == TailPolicy::pad ? "pad" : "error"; }
+std::optional<TailPolicy> parse_tail(std::string_view name) {
+  if (name == "pad") return TailPolicy::pad;
+  if (name == "error") return TailPolicy::error;
+  return std::nullopt;
+}
+
+std::string_view to_string(NibbleOrder n) {
+  switch (n) {
+    case NibbleOrder::low_first: return "low_first";
+    case NibbleOrder::high_first: return "high_first";
+    case NibbleOrder::split_half: return "split_half";
+  }
+  return "?";
+}
+std::optional<NibbleOrder> parse_nibble_order(std::string_view name) {
+  if (name == "low_first") return NibbleOrder::low_first;
+  if (name == "high_first") return NibbleOrder::high_first;
+  if (name == "split_half") return NibbleOrder::split_half;
+  return std::nullopt;
+}
+
+std::string_view to_string(ScaleBitOrder s) { return s == ScaleBitOrder::lsb_first ? "lsb_first" : "msb_first"; }
+std::optional<ScaleBitOrder> parse_scale_bit_order(std::string_view name) {
+  if (name == "lsb_first") return ScaleBitOrder::lsb_first;
+  if (name == "msb_first") return ScaleBitOrder::msb_first;
+  return std::nullopt;
+}
+
+std::string_view to_string(ScaleLayout) { return "linear"; }
+
+std::span<const Recipe> all_recipes() {
+  static const std::vector<Recipe> recipes = [] {
+    std::vector<Recipe> all;
+    for (auto table : {hif4_recipes(), mxfp4_recipes(), nvfp4_recipes()})
+      all.insert(all.end(), table.begin(), table.end());
+    return all;
+  }();
+  return recipes;
+}
+
+const Recipe* find_recipe(std::string_view id) {
+  for (const Recipe& r : all_recipes())
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+const Recipe& default_recipe(Format f) {
+  for (const Recipe& r : all_recipes())
+    if (r.format == f && r.is_default) return r;
+  // Every format table marks exactly one default; a test pins it.
+  return *std::find_if(all_recipes().begin(), all_recipes().end(),
+                       [f](const Recipe& r) { return r.format == f; });
+}
+
+}  // namespace fp4emu

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fp4emu needs, only those that are missing.
+# Idempotent: prints nothing to install and exits 0 when all are present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev
+  libeigen3-dev libhwy-dev libomp-dev libpng-dev
+  libmpfr-dev libgmp-dev
+  python3 python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} Debian packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
