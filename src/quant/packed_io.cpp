@@ -1,0 +1,174 @@
+#include "fp4emu/quant/packed_io.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/safetensors.hpp"
+#include "fp4emu/version.hpp"
+
+namespace fp4emu {
+namespace {
+
+std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
+  std::vector<int64_t> s;
+  for (size_t d = 0; d < p.shape.size(); ++d)
+    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
+  s.push_back(last);
+  return s;
+}
+
+std::string hex_float(float v) { return fmt::format("{:a}", v); }
+
+class MetadataReader {
+ public:
+  MetadataReader(const std::filesystem::path& path, const std::map<std::string, std::string>& m)
+      : path_(path), m_(m) {}
+
+  const std::string& get(const std::string& key) const {
+    auto it = m_.find(key);
+    if (it == m_.end())
+      throw InputError(fmt::format("{}: metadata field '{}' is missing; this is not a packed tensor written by "
+                                   "`fp4emu quantize`",
+                                   path_.string(), key));
+    return it->second;
+  }
+  [[noreturn]] void bad(const std::string& key, std::string_view expected) const {
+    throw InputError(fmt::format("{}: metadata field '{}' = '{}' is invalid; expected {}", path_.string(), key,
+                                 get(key), expected));
+  }
+  int64_t integer(const std::string& key) const {
+    const std::string& v = get(key);
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') bad(key, "an integer");
+    return n;
+  }
+  float hex(const std::string& key) const {
+    const std::string& v = get(key);
+    char* end = nullptr;
+    const float f = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end != '\0') bad(key, "a float such as 0x1.8p+3");
+    return f;
+  }
+  template <class T, class Parse>
+  T parsed(const std::string& key, Parse parse, std::string_view expected) const {
+    auto r = parse(get(key));
+    if (!r) bad(key, expected);
+    return *r;
+  }
+
+ private:
+  const std::filesystem::path& path_;
+  const std::map<std::string, std::string>& m_;
+};
+
+}  // namespace
+
+std::map<std::string, std::string> packed_metadata(const PackedTensor& p) {
+  return {
+      {"fp4emu_version", kVersion},
+      {"format", std::string(format_name(p.format))},
+      {"recipe", p.recipe_id},
+      {"shape", nlohmann::json(p.shape).dump()},
+      {"axis", std::to_string(p.axis)},
+      {"block_size", std::to_string(p.block_size)},
+      {"axis_len", std::to_string(p.axis_len)},
+      {"padded_len", std::to_string(p.padded_len)},
+      {"rounding", std::string(to_string(p.rounding))},
+      {"tail", std::string(to_string(p.tail))},
+      {"nibble_order", std::string(to_string(p.nibble_order))},
+      {"scale_bit_order", std::string(to_string(p.scale_bit_order))},
+      {"scale_layout", std::string(to_string(p.scale_layout))},
+      {"global_amax", hex_float(p.global_amax)},
+      {"global_encode_scale", hex_float(p.global_encode_scale)},
+      {"global_decode_scale", hex_float(p.global_decode_scale)},
+      {"layout", "codes: [input shape without axis, padded_len/2] bytes, element 2i of a row in the low nibble "
+                 "unless nibble_order says otherwise; scales: [input shape without axis, blocks]"},
+  };
+}
+
+void write_packed(const std::filesystem::path& path, const PackedTensor& p) {
+  std::vector<io::SafetensorsTensor> tensors;
+  tensors.push_back({"codes", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes)});
+  if (p.format == Format::hif4) {
+    std::vector<uint32_t> words(p.num_blocks());
+    for (size_t i = 0; i < words.size(); ++i)
+      for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+    tensors.push_back({"scales", io::from_u32(rows_shape(p, p.blocks_per_row()), words)});
+  } else {
+    tensors.push_back({"scales", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales)});
+  }
+  if (p.format == Format::nvfp4) {
+    const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+    tensors.push_back({"global_scale", io::from_f32({3}, g)});
+  }
+  io::write_safetensors(path, tensors, packed_metadata(p));
+}
+
+PackedTensor read_packed(const std::filesystem::path& path) {
+  const io::SafetensorsFile file = io::read_safetensors(path);
+  const MetadataReader m(path, file.metadata);
+  PackedTensor p;
+  p.format = m.parsed<Format>("format", parse_format, "hif4, mxfp4 or nvfp4");
+  p.recipe_id = m.get("recipe");
+  const Recipe* recipe = find_recipe(p.recipe_id);
+  if (!recipe || recipe->format != p.format) m.bad("recipe", fmt::format("a {} recipe id", format_name(p.format)));
+  try {
+    const auto shape = nlohmann::json::parse(m.get("shape"));
+    p.shape = shape.get<std::vector<int64_t>>();
+  } catch (const nlohmann::json::exception&) {
+    m.bad("shape", "a JSON list of dimensions such as [256, 1024]");
+  }
+  if (p.shape.empty()) m.bad("shape", "at least one dimension");
+  int64_t rows = 1;
+  for (int64_t d : p.shape) {
+    if (d <= 0 || rows > (int64_t{1} << 50) / d) m.bad("shape", "positive dimensions with a product below 2^50");
+    rows *= d;
+  }
+  p.axis = static_cast<int>(m.integer("axis"));
+  if (p.axis < 0 || p.axis >= static_cast<int>(p.shape.size())) m.bad("axis", "0..rank-1");
+  p.block_size = static_cast<int>(m.integer("block_size"));
+  if (p.block_size != block_size(p.format)) m.bad("block_size", std::to_string(block_size(p.format)));
+  p.axis_len = p.shape[p.axis];
+  p.rows = rows / p.axis_len;
+  p.padded_len = (p.axis_len + p.block_size - 1) / p.block_size * p.block_size;
+  if (m.integer("axis_len") != p.axis_len) m.bad("axis_len", std::to_string(p.axis_len));
+  if (m.integer("padded_len") != p.padded_len) m.bad("padded_len", std::to_string(p.padded_len));
+  p.rounding = m.parsed<Rounding>("rounding", parse_rounding, "rne, rha, rtz, tiesToZero or rtp");
+  p.tail = m.parsed<TailPolicy>("tail", parse_tail, "pad or error");
+  p.nibble_order = m.parsed<NibbleOrder>("nibble_order", parse_nibble_order, "low_first, high_first or split_half");
+  p.scale_bit_order = m.parsed<ScaleBitOrder>("scale_bit_order", parse_scale_bit_order, "lsb_first or msb_first");
+  if (m.get("scale_layout") != "linear") m.bad("scale_layout", "linear");
+  p.global_amax = m.hex("global_amax");
+  p.global_encode_scale = m.hex("global_encode_scale");
+  p.global_decode_scale = m.hex("global_decode_scale");
+
+  auto tensor = [&](const char* name, io::DType dtype, const std::vector<int64_t>& shape) -> const io::Array& {
+    const io::SafetensorsTensor* t = file.find(name);
+    if (!t) throw InputError(fmt::format("{}: tensor '{}' is missing from the packed file", path.string(), name));
+    if (t->array.dtype != dtype || t->array.shape != shape)
+      throw InputError(fmt::format("{}: tensor '{}' is {} {}, expected {} {} for shape {} blocked along axis {}",
+                                   path.string(), name, io::dtype_name(t->array.dtype),
+                                   io::shape_string(t->array.shape), io::dtype_name(dtype),
+                                   io::shape_string(shape), io::shape_string(p.shape), p.axis));
+    return t->array;
+  };
+  p.codes = tensor("codes", io::DType::u8, rows_shape(p, p.padded_len / 2)).bytes;
+  p.scales = tensor("scales", p.format == Format::hif4 ? io::DType::u32 : io::DType::u8,
+                    rows_shape(p, p.blocks_per_row()))
+                 .bytes;  // little-endian bytes either way
+  if (p.format == Format::nvfp4) {
+    const std::vector<float> g = io::to_f32(tensor("global_scale", io::DType::f32, {3}), path.string());
+    if (g[0] != p.global_amax || g[1] != p.global_encode_scale || g[2] != p.global_decode_scale)
+      throw InputError(fmt::format("{}: tensor 'global_scale' disagrees with the metadata fields global_amax / "
+                                   "global_encode_scale / global_decode_scale",
+                                   path.string()));
+  }
+  return p;
+}
+
+}  // namespace fp4emu

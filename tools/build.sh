@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs missing Debian packages, configures and builds fp4emu in ./build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,39 @@
+// `fp4emu fake-quant IN.npy OUT.npy`: quantize and dequantize in one step.
+#include <fmt/format.h>
+
+#include "cli.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/npy.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+struct Args {
+  std::string in, out;
+  QuantFlags flags;
+};
+
+int run(const Args& a) {
+  const QuantOptions options = to_quant_options(a.flags);
+  if (std::filesystem::path(a.out).extension() != ".npy")
+    throw InputError(fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", a.out));
+  QuantOptions o = options;
+  const Tensor x = load_tensor(a.in, &o.input_dtype);
+  const Tensor y = fake_quant(x, o);
+  io::write_npy(a.out, io::from_f32(y.shape, y.data));
+  return 0;
+}
+
+}  // namespace
+
+void add_fake_quant(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("fake-quant", "Quantize and dequantize a tensor (fp32/bf16/fp16 .npy in, fp32 .npy out)");
+  cmd->add_option("IN", args->in, "Input .npy")->required();
+  cmd->add_option("OUT", args->out, "Output .npy (fp32, same shape)")->required();
+  add_quant_flags(cmd, args->flags, false);
+  cmd->footer("Example: fp4emu fake-quant x.npy xq.npy --format nvfp4 --recipe nvfp4.torchao --axis -1");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli
