@@ -1,5 +1,6 @@
 // The tensor driver: recipes registry, axes, tails, packing, options, and the
 // identity dequantize(quantize(x)) == fake_quant(x) for every recipe.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,6 +126,12 @@ TEST(Driver, PadTailEqualsExplicitZeroPadding) {
   }
 }
 
+QuantOptions recipe_options(const char* id) {
+  QuantOptions o;
+  o.recipe = id;
+  return o;
+}
+
 template <class F>
 std::string error_of(F&& f) {
   try {
@@ -167,14 +174,14 @@ TEST(Driver, RejectsBadOptionsWithClearMessages) {
 
   Tensor scalar;
   scalar.data = {1.0f};
-  EXPECT_NE(error_of([&] { fake_quant(scalar, QuantOptions{"hif4"}); }).find("rank 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { fake_quant(scalar, recipe_options("hif4")); }).find("rank 0"), std::string::npos);
   Tensor empty;
   empty.shape = {3, 0};
-  EXPECT_NE(error_of([&] { fake_quant(empty, QuantOptions{"hif4"}); }).find("zero-size"), std::string::npos);
+  EXPECT_NE(error_of([&] { fake_quant(empty, recipe_options("hif4")); }).find("zero-size"), std::string::npos);
   Tensor wrong;
   wrong.shape = {2, 2};
   wrong.data = {1.0f};
-  EXPECT_NE(error_of([&] { fake_quant(wrong, QuantOptions{"hif4"}); }).find("holds 1 values, expected 4"),
+  EXPECT_NE(error_of([&] { fake_quant(wrong, recipe_options("hif4")); }).find("holds 1 values, expected 4"),
             std::string::npos);
 }
 
@@ -254,7 +261,7 @@ TEST(Driver, PackedFileRoundTrip) {
 
 TEST(Driver, DequantizeRejectsInconsistentPackedTensors) {
   const Tensor x = random_tensor({2, 64}, 17, false);
-  PackedTensor p = quantize(x, QuantOptions{"mxfp4"});
+  PackedTensor p = quantize(x, recipe_options("mxfp4"));
   PackedTensor bad = p;
   bad.codes.pop_back();
   EXPECT_NE(error_of([&] { dequantize(bad); }).find("code bytes"), std::string::npos);

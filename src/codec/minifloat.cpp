@@ -78,7 +78,10 @@ uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflo
   // ---- NaN ----
   if (std::isnan(x)) {
     if (t.specials == SpecialCodes::none) return max_code;  // CUDA: NaN -> +MAXNORM
-    return sign_bit | nan_code(t);
+    // The canonical (positive) NaN whatever the input's sign: the header
+    // contract, and CUDA's float->fp8 E4M3 conversion (nvfp4.md §2.1), which
+    // gives 0x7F for -NaN, not 0xFF.
+    return nan_code(t);
   }
 
   // Result for magnitudes beyond the largest finite value.
@@ -111,7 +114,7 @@ uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflo
   const double scaled = std::ldexp(a, -quantum_exp);  // exact: power-of-two shift
   double n = std::floor(scaled);
   const double frac = scaled - n;                      // exact
-  const bool n_odd = std::fmod(n, 2.0) == 1.0;
+  const bool n_odd = (static_cast<uint64_t>(n) & 1u) != 0;  // n < 2^(man_bits+1): exact
   bool round_up = false;
   switch (r) {
     case Rounding::rne: round_up = frac > 0.5 || (frac == 0.5 && n_odd); break;

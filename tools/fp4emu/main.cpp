@@ -20,6 +20,16 @@ int main(int argc, char** argv) {
   cli::add_quantize(app, action);
   cli::add_dequantize(app, action);
   cli::add_compare(app, action);
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    fmt::print(stderr, "fp4emu: error: unknown command '{}'; commands: {} (fp4emu --help)\n", argv[1], names);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -70,10 +70,17 @@ double decode(const MinifloatTraits& t, uint32_t code);
 // - Unsigned formats ignore the sign of x (as CUDA's E8M0/UE4M3 conversions do).
 // - Formats without zero (E8M0, E6M2) map every magnitude below the smallest
 //   value after rounding, including 0, to code 0 (the smallest value).
-// - NaN gives the format's NaN code; in formats without NaN it gives the
+// - NaN of either sign gives the format's canonical positive NaN code (CUDA's
+//   float->E4M3 gives 0x7F for -NaN); in formats without NaN it gives the
 //   positive largest finite code (the CUDA __nv_cvt_float_to_fp4 rule);
 //   recipes with another NaN rule handle NaN before calling.
 // - Signed zero keeps its sign; values that round to zero keep their sign.
+// - Overflow is IEEE's: the result rounded with an unbounded exponent range
+//   exceeds the largest finite value (E4M3: 464 is a tie that rounds to 448,
+//   anything above rounds to 480 and overflows).
+// - RNE ties go to the even mantissa (zero counts as even). E8M0 has no
+//   mantissa bit: its tie 1.5*2^k goes up to 2^(k+1) (the implicit bit counts
+//   as odd, as in ml_dtypes float8_e8m0fnu).
 uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflow);
 
 // ---- Named conversions, in the field's words --------------------------------

@@ -16,17 +16,33 @@ enum class Hif4Arithmetic : uint8_t {
 
 // Range handling of the level-1 scale before E6M2 rounding.
 enum class Hif4ScaleRange : uint8_t {
-  clamp,                // clamp to [2^-48, 49152] (V14, AMCT)
-  unclamped,            // no clamp: zero blocks and out-of-range scales give a NaN block (V14-noclip)
-  unclamped_zero_min,   // no clamp, but a zero block gets 2^-48 (V14-special)
-  saturate_e6m2,        // A6: saturating E6M2 conversion, exponent clamped to [-48, 15]
+  // Clamp s0 to [2^-48, 49152] before E6M2 rounding (V14, AMCT). For V12:
+  // the block exponent B is clamped to [-46, 16] (§6.6 step 3).
+  clamp,
+  // No clamp (V14-noclip): a zero block, or an s0 whose E6M2 rounding lies
+  // outside [2^-48, 49152], has no HiF4 scale; the block is NaN (scale 0xFF).
+  unclamped,
+  // No clamp, but a zero block gets 2^-48 (V14-special). Out-of-range scales
+  // give a NaN block as for `unclamped`.
+  unclamped_zero_min,
+  // A6: saturating bf16->E6M2 conversion (0 and tiny -> 0x00, overflow ->
+  // 0xFE). Gives the same codes as `clamp`; kept apart because the source
+  // describes it as a conversion property, not a clamp.
+  saturate_e6m2,
 };
 
-// Non-finite inputs (hif4.md §6.1 "Special inputs", §6.3, §6.4).
+// Non-finite inputs (hif4.md §6.1 "Special inputs", §6.3, §6.4, §10.5).
 enum class NonFinitePolicy : uint8_t {
-  torch,        // NaN anywhere -> NaN block (scale 0xFF); +-Inf acts as a huge value (saturates)
-  poison,       // NaN or Inf anywhere -> NaN block (0xFF); codes computed with those lanes set to 0
-  passthrough,  // non-finite lanes count as 0 for the scale; fake-quant copies them to the output
+  // torch V14: NaN anywhere -> NaN block (scale 0xFF), its L2/L3 bits and
+  // codes computed with the NaN lanes as +0; +-Inf acts as a huge value (the
+  // scale clamps, the Inf lane saturates to +-7s).
+  torch,
+  // AMCT, A6: NaN or Inf anywhere -> NaN block (0xFF); bits and codes computed
+  // with those lanes as +0.
+  poison,
+  // V14-special: non-finite lanes count as +0 for the scale and get code 0x0;
+  // fake-quant copies them to the output unchanged.
+  passthrough,
 };
 
 // Sign of the code for -0.0 inputs (hif4.md §10.6).

@@ -1,0 +1,402 @@
+#include "fp4emu/io/safetensors.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/atomic_file.hpp"
+#include "input_file.hpp"
+
+namespace fp4emu::io {
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr std::string_view kSupported = "F32, F16, BF16, F64, U8, U16, U32, I32";
+constexpr std::string_view kPytorchHint =
+    "PyTorch pickle files are not supported: save the tensors with "
+    "safetensors.torch.save_file(...)";
+
+std::string_view st_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::f64: return "F64";
+    case DType::u8: return "U8";
+    case DType::u16: return "U16";
+    case DType::u32: return "U32";
+    case DType::i32: return "I32";
+  }
+  return "?";
+}
+
+std::optional<DType> st_dtype(std::string_view s) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::u8, DType::u16,
+                  DType::u32, DType::i32}) {
+    if (st_name(d) == s) return d;
+  }
+  return std::nullopt;
+}
+
+// A JSON value for a message, shortened; replacement handler so that it can
+// never throw.
+std::string show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// 'name', escaped as in JSON (untrusted names may hold quotes or control
+// characters).
+std::string show_name(std::string_view s) {
+  const std::string quoted = json(std::string(s)).dump(-1, ' ', false,
+                                                       json::error_handler_t::replace);
+  return fmt::format("'{}'", std::string_view(quoted).substr(1, quoted.size() - 2));
+}
+
+bool looks_like_pytorch(const uint8_t* head, size_t n) {
+  if (n >= 2 && head[0] == 'P' && head[1] == 'K') return true;          // zip (torch >= 1.6)
+  if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return true;  // pickle PROTO
+  return false;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin;
+  uint64_t end;
+};
+
+class HeaderReader {
+ public:
+  HeaderReader(const std::string& file, uint64_t data_size) : file_(file), data_size_(data_size) {}
+
+  [[noreturn]] void fail_tensor(const std::string& name, std::string_view field,
+                                std::string_view what) const {
+    throw InputError(fmt::format("'{}': tensor {} field '{}' {}", file_, show_name(name), field,
+                                 what));
+  }
+
+  std::vector<int64_t> read_shape(const std::string& name, const json& t) const {
+    const auto it = t.find("shape");
+    if (it == t.end()) {
+      fail_tensor(name, "shape", "is missing; expected a list of non-negative integers, e.g. "
+                                 "[2, 3] ([] for a scalar)");
+    }
+    if (!it->is_array()) {
+      fail_tensor(name, "shape", fmt::format("is {}: expected a list of non-negative integers",
+                                             show(*it)));
+    }
+    std::vector<int64_t> shape;
+    for (const json& d : *it) {
+      if (d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+        shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+      } else if (d.is_number_integer() && !d.is_number_unsigned()) {
+        fail_tensor(name, "shape", fmt::format("is {}: dim {} is negative; dims must be >= 0",
+                                               show(*it), show(d)));
+      } else {
+        fail_tensor(name, "shape",
+                    fmt::format("is {}: dim {} is not a non-negative 64-bit integer", show(*it),
+                                show(d)));
+      }
+    }
+    return shape;
+  }
+
+  DType read_dtype(const std::string& name, const json& t) const {
+    const auto it = t.find("dtype");
+    if (it == t.end()) {
+      fail_tensor(name, "dtype", fmt::format("is missing; expected one of {}", kSupported));
+    }
+    if (!it->is_string()) {
+      fail_tensor(name, "dtype", fmt::format("is {}: expected a string, one of {}", show(*it),
+                                             kSupported));
+    }
+    const auto dtype = st_dtype(it->get_ref<const std::string&>());
+    if (!dtype) {
+      fail_tensor(name, "dtype",
+                  fmt::format("is {}: unsupported dtype; supported: {} (convert the tensor, "
+                              "e.g. t.float(), before saving)",
+                              show(*it), kSupported));
+    }
+    return *dtype;
+  }
+
+  std::pair<uint64_t, uint64_t> read_offsets(const std::string& name, const json& t) const {
+    const auto it = t.find("data_offsets");
+    if (it == t.end()) {
+      fail_tensor(name, "data_offsets",
+                  "is missing; expected [begin, end], byte offsets into the data buffer");
+    }
+    if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_unsigned() ||
+        !(*it)[1].is_number_unsigned()) {
+      fail_tensor(name, "data_offsets",
+                  fmt::format("is {}: expected [begin, end], two non-negative integers",
+                              show(*it)));
+    }
+    const uint64_t begin = (*it)[0].get<uint64_t>();
+    const uint64_t end = (*it)[1].get<uint64_t>();
+    if (begin > end) {
+      fail_tensor(name, "data_offsets",
+                  fmt::format("is {}: begin is after end; expected begin <= end", show(*it)));
+    }
+    if (end > data_size_) {
+      fail_tensor(name, "data_offsets",
+                  fmt::format("is {}: end is past the data buffer, which holds {} bytes; the "
+                              "file is truncated or the header is wrong",
+                              show(*it), data_size_));
+    }
+    return {begin, end};
+  }
+
+  Entry read_tensor(const std::string& name, const json& t) const {
+    if (!t.is_object()) {
+      throw InputError(fmt::format(
+          "'{}': tensor {} is {}: expected an object with fields 'dtype', 'shape' and "
+          "'data_offsets'",
+          file_, show_name(name), show(t)));
+    }
+    Entry e;
+    e.name = name;
+    e.dtype = read_dtype(name, t);
+    e.shape = read_shape(name, t);
+    std::tie(e.begin, e.end) = read_offsets(name, t);
+    const auto nbytes = checked_byte_size(e.shape, e.dtype);
+    if (!nbytes) {
+      fail_tensor(name, "shape",
+                  fmt::format("is {}: its byte size overflows 64 bits; the header is corrupt",
+                              show(t["shape"])));
+    }
+    if (static_cast<uint64_t>(*nbytes) != e.end - e.begin) {
+      fail_tensor(name, "data_offsets",
+                  fmt::format("is [{}, {}] ({} bytes) but shape {} of {} needs {} bytes; the "
+                              "offsets must span exactly shape * dtype size",
+                              e.begin, e.end, e.end - e.begin, shape_string(e.shape),
+                              st_name(e.dtype), *nbytes));
+    }
+    return e;
+  }
+
+  std::map<std::string, std::string> read_metadata(const json& m) const {
+    if (!m.is_object()) {
+      throw InputError(fmt::format(
+          "'{}': header '__metadata__' is {}: expected an object mapping strings to strings",
+          file_, show(m)));
+    }
+    std::map<std::string, std::string> out;
+    for (const auto& [k, v] : m.items()) {
+      if (!v.is_string()) {
+        throw InputError(fmt::format(
+            "'{}': header '__metadata__' field {} is {}: metadata values must be strings "
+            "(store numbers as text, e.g. \"3\")",
+            file_, show_name(k), show(v)));
+      }
+      out.emplace(k, v.get<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  const std::string& file_;
+  uint64_t data_size_;
+};
+
+}  // namespace
+
+const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
+  for (const SafetensorsTensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  const detail::InputFile f(path);
+  const std::string& file = f.name();
+
+  uint8_t head[8] = {};
+  const size_t head_len = static_cast<size_t>(std::min<uint64_t>(f.size(), 8));
+  f.read(0, head, head_len);
+  if (looks_like_pytorch(head, head_len)) {
+    throw InputError(fmt::format("'{}': this is a PyTorch {} file, not safetensors. {}", file,
+                                 head[0] == 'P' ? "zip (.pt/.pth/.bin)" : "pickle (.pt/.pth/.bin)",
+                                 kPytorchHint));
+  }
+  if (head_len >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) {
+    throw InputError(fmt::format("'{}': this is a numpy .npy file, not safetensors; read it as "
+                                 "npy (name it *.npy)",
+                                 file));
+  }
+  if (head_len < 8) {
+    throw InputError(fmt::format(
+        "'{}': truncated header: the file is {} bytes, shorter than the 8-byte header length "
+        "field; not a safetensors file or an incomplete one",
+        file, f.size()));
+  }
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(head[i]) << (8 * i);
+  if (header_len > f.size() - 8) {
+    throw InputError(fmt::format(
+        "'{}': header length field is {} but only {} bytes follow it; the file is truncated "
+        "or not a safetensors file",
+        file, header_len, f.size() - 8));
+  }
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = f.size() - data_start;
+
+  std::string text(static_cast<size_t>(header_len), '\0');
+  f.read(8, text.data(), text.size());
+
+  // nlohmann keeps one of two duplicate keys silently; a callback sees every
+  // key, with a set of the keys seen so far in each open object.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() && parsed.is_string() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default: break;
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text, on_event, /*allow_exceptions=*/true);
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format(
+        "'{}': header is not valid JSON ({}); the file is corrupt or not a safetensors file",
+        file, e.what()));
+  }
+  if (!duplicate.empty()) {
+    throw InputError(fmt::format(
+        "'{}': header has the key {} twice; tensor names (and fields) must be unique", file,
+        show_name(duplicate)));
+  }
+  if (!header.is_object()) {
+    throw InputError(fmt::format(
+        "'{}': header is {}: expected a JSON object mapping tensor names to "
+        "{{\"dtype\", \"shape\", \"data_offsets\"}}",
+        file, show(header)));
+  }
+
+  HeaderReader reader(file, data_size);
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      out.metadata = reader.read_metadata(value);
+    } else {
+      entries.push_back(reader.read_tensor(key, value));
+    }
+  }
+
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  // Empty tensors occupy no bytes and cannot overlap anything.
+  const Entry* last = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin == e.end) continue;
+    if (last != nullptr && e.begin < last->end) {
+      throw InputError(fmt::format(
+          "'{}': tensor {} field 'data_offsets' [{}, {}] overlaps tensor {} [{}, {}]; each "
+          "tensor needs its own byte range",
+          file, show_name(e.name), e.begin, e.end, show_name(last->name), last->begin,
+          last->end));
+    }
+    if (last == nullptr || e.end > last->end) last = &e;
+  }
+
+  // Total data is bounded by the file size: ranges are inside it and disjoint.
+  out.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    SafetensorsTensor t;
+    t.name = std::move(e.name);
+    t.array.dtype = e.dtype;
+    t.array.shape = std::move(e.shape);
+    t.array.bytes.resize(static_cast<size_t>(e.end - e.begin));
+    f.read(data_start + e.begin, t.array.bytes.data(), t.array.bytes.size());
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensor>& tensors,
+                                        const std::map<std::string, std::string>& metadata,
+                                        std::string_view destination) {
+  ordered_json header = ordered_json::object();
+  if (!metadata.empty()) {
+    ordered_json m = ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header[std::string(kMetadataKey)] = std::move(m);
+  }
+  std::set<std::string_view> names;
+  uint64_t offset = 0;
+  for (const SafetensorsTensor& t : tensors) {
+    if (t.name == kMetadataKey) {
+      throw InputError(fmt::format("cannot write '{}': tensor name \"__metadata__\" is reserved "
+                                   "by the safetensors format; rename the tensor",
+                                   destination));
+    }
+    if (!names.insert(t.name).second) {
+      throw InputError(fmt::format("cannot write '{}': tensor name {} appears twice; tensor "
+                                   "names must be unique",
+                                   destination, show_name(t.name)));
+    }
+    check_consistent(t.array, fmt::format("writing '{}' tensor {}", destination,
+                                          show_name(t.name)));
+    const uint64_t end = offset + t.array.bytes.size();
+    header[t.name] = {{"dtype", st_name(t.array.dtype)},
+                      {"shape", t.array.shape},
+                      {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string text;
+  try {
+    text = header.dump();  // strict: throws on invalid UTF-8
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("cannot write '{}': a tensor name or metadata string is not "
+                                 "valid UTF-8 ({}); use UTF-8 names",
+                                 destination, e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::vector<uint8_t> out;
+  out.reserve(8 + text.size() + offset);
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  out.insert(out.end(), text.begin(), text.end());
+  for (const SafetensorsTensor& t : tensors) {
+    out.insert(out.end(), t.array.bytes.begin(), t.array.bytes.end());
+  }
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path,
+                       const std::vector<SafetensorsTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, encode_safetensors(tensors, metadata, path.string()));
+}
+
+}  // namespace fp4emu::io
