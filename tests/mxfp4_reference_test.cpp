@@ -187,6 +187,20 @@ float oracle_decode(uint8_t scale, uint8_t code) {
   return std::ldexp(v, scale - 127);  // fp32 ldexp: exact, or overflow to Inf
 }
 
+// ggml's dequantizer: doubled kvalues (code 8 is +0) times GGML_E8M0_TO_FP32_HALF,
+// which treats 0xFF as the exponent 2^127 (so 2^128 per E2M1 unit), not NaN.
+float oracle_decode_ggml(uint8_t scale, uint8_t code) {
+  static constexpr float kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return static_cast<float>(static_cast<double>(kValues[code & 15]) * std::ldexp(1.0, scale - 128));
+}
+
+float oracle_decode(const Recipe& r, uint8_t scale, uint8_t code) {
+  if (is_ggml(r)) return oracle_decode_ggml(scale, code);
+  if (scale == 0xFF) return kNaN;
+  const float v = static_cast<float>(kE2m1[code & 7]) * ((code & 8) ? -1.0f : 1.0f);
+  return std::ldexp(v, scale - 127);  // fp32 ldexp: exact, or overflow to Inf
+}
+
 // ---------------------------------------------------------------------------
 // Random blocks.
 
@@ -644,7 +658,7 @@ void check_against_oracle(const Recipe& r, Rounding rd, const Block& x) {
   for (int i = 0; i < 32; ++i) {
     ASSERT_EQ(q.codes[i], oracle_code(r, rd, q.scale, x[i]))
         << r.id << " " << to_string(rd) << " element " << i << " x = " << x[i] << " scale " << int(q.scale);
-    ASSERT_EQ(bits(q.decoded[i]), bits(oracle_decode(q.scale, q.codes[i]))) << r.id << " element " << i;
+    ASSERT_EQ(bits(q.decoded[i]), bits(oracle_decode(r, q.scale, q.codes[i]))) << r.id << " element " << i;
     ASSERT_EQ(bits(q.fake[i]), bits(q.decoded[i])) << r.id << " fake quant element " << i;
   }
 }
@@ -891,11 +905,12 @@ TEST(Mxfp4Properties, GgmlWrapCodes) {
       EXPECT_EQ(q.codes[1], 0x0);
     }
   }
-  // Decision: scale 0xFF decodes to NaN for every recipe, ggml included (ggml's
-  // own dequantizer reads 0xFF as 2^128 and would give zeros here).
+  // ggml emits 0xFF for amax in [2^-126, 2^-125); its own dequantizer reads
+  // 0xFF as an ordinary exponent (2^128 per E2M1 unit), so the block, whose
+  // codes are all 0, decodes to +0 rather than NaN.
   const Quantized q = run(mx("mxfp4.ggml"), block_of({0x1p-126f}));
   EXPECT_EQ(q.scale, 0xFF);
-  EXPECT_TRUE(std::isnan(q.decoded[0]));
+  EXPECT_EQ(bits(q.decoded[0]), 0u);
 }
 
 TEST(Mxfp4Properties, FakeQuantEqualsDecodeOfQuantize) {

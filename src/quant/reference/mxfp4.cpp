@@ -26,8 +26,8 @@
 //   rounded once to fp32. The product has at most 2 significant bits and is at
 //   least 2^-128, so the only rounding is overflow to +-Inf: c = 253 with |P|
 //   >= 4, c = 254 with |P| >= 2 (e.g. 6 * 2^127 -> Inf). Scale 0xFF decodes the
-//   whole block to NaN, for every recipe (ggml's own dequantizer reads 0xFF as
-//   2^128 instead; see the ggml notes below).
+//   whole block to NaN, except in mxfp4.ggml, which decodes as ggml's own
+//   dequantizer does (0xFF = 2^128 per E2M1 unit, code 8 = +0).
 #include <array>
 #include <bit>
 #include <cfloat>
@@ -351,6 +351,17 @@ uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
 
 void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out) {
   check_recipe(recipe, "mxfp4_decode_block");
+  // ggml decodes with its own table (GGML_E8M0_TO_FP32_HALF and doubled
+  // kvalues): 0xFF is an ordinary exponent (2^128) and code 8 is +0. Its
+  // quantizer can emit 0xFF for amax in [2^-126, 2^-125), so the recipe's own
+  // decoder must be used to reproduce its dequantized values.
+  if (recipe.mx.element_select == MxElementSelect::ggml_argmin) {
+    for (int i = 0; i < kMxBlock; ++i) {
+      const double value = (codes[i] & 0x7) == 0 ? 0.0 : static_cast<double>(e2m1_decode(codes[i]));
+      out[i] = fp32_rne(std::ldexp(value, scale - kE8m0Bias));
+    }
+    return;
+  }
   // §0 decode: a NaN scale makes the whole block NaN.
   if (scale == kNanScale) {
     for (int i = 0; i < kMxBlock; ++i) out[i] = std::numeric_limits<float>::quiet_NaN();
