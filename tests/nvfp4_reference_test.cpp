@@ -1,5 +1,5 @@
 // NVFP4 scalar reference (src/quant/reference/nvfp4.cpp) against
-// /work/shared/spec/nvfp4.md: every worked example of §8 (EX-N8, stochastic
+// nvfp4.md: every worked example of §8 (EX-N8, stochastic
 // rounding, is a later issue), the §2.1 E4M3 table, per-recipe properties and
 // an independent table-search oracle for nvfp4.te.
 #include <gtest/gtest.h>

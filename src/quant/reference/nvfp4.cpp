@@ -1,4 +1,4 @@
-// NVFP4 scalar reference quantizer: /work/shared/spec/nvfp4.md in code.
+// NVFP4 scalar reference quantizer: the NVFP4 specification (nvfp4.md) in code.
 //
 // Every recipe is a fixed sequence of binary32 operations copied from the
 // library it reproduces (nvfp4.md §4.0 variant map). Each C++ float operation
