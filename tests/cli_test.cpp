@@ -173,12 +173,15 @@ TEST(Cli, FormatsListsEveryRecipe) {
   EXPECT_NE(j.output.find("\"id\": \"nvfp4.cudnn\""), std::string::npos);
 }
 
+// The demo: every format on the bundled dump (made by `fp4emu sample`).
 TEST(Cli, CompareOnTheBundledSample) {
   TempDir dir;
-  const std::string sample = std::string(FP4EMU_SOURCE_DIR) + "/data/sample_activations.npy";
-  const auto r = run_cli(fmt::format("compare {} --json {}", sample, (dir / "c.json").string()));
+  const std::string sample = std::string(FP4EMU_SOURCE_DIR) + "/data/sample_dump.safetensors";
+  const auto r = run_cli(fmt::format("compare {} --format hif4,mxfp4,nvfp4 --json {}", sample, (dir / "c.json").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* id : {"hif4.v14", "mxfp4.ocp", "nvfp4.te", "QSNR"}) EXPECT_NE(r.output.find(id), std::string::npos);
+  for (const char* s : {"hif4.v14", "mxfp4.ocp", "nvfp4.te", "QSNR", "16 of 16 tensors", "model.layers.3.mlp.down_proj.input",
+                        "pooled over 16 tensors"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
   EXPECT_TRUE(std::filesystem::exists(dir / "c.json"));
 }
 

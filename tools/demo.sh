@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs, builds and runs the main job on the bundled sample: fake-quantizes
-# data/sample_activations.npy with every format's default recipe and prints
-# the error table (QSNR, underflow, max abs error).
+# Installs, builds and runs the main job on the bundled dump: fake-quantizes
+# every tensor of data/sample_dump.safetensors (made by `fp4emu sample`) with
+# the default recipe of each format and prints the error table per tensor and
+# pooled over tensors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh 1>&2
-build/fp4emu compare data/sample_activations.npy "$@"
+build/fp4emu compare data/sample_dump.safetensors --format hif4,mxfp4,nvfp4 "$@"

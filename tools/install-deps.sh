@@ -10,6 +10,7 @@ packages=(
   libeigen3-dev libhwy-dev libomp-dev libpng-dev
   libmpfr-dev libgmp-dev
   python3 python3-numpy
+  python3-matplotlib python3-nbconvert jupyter-nbconvert python3-ipykernel
 )
 
 missing=()

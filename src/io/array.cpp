@@ -168,42 +168,63 @@ Array make_array(DType dtype, std::vector<int64_t> shape, std::span<const T> val
   return a;
 }
 
-}  // namespace
-
-std::vector<float> to_f32(const Array& array, std::string_view source) {
-  check_consistent(array, where(source));
-  const size_t n = array.bytes.size() / dtype_size(array.dtype);
-  const uint8_t* p = array.bytes.data();
-  std::vector<float> out(n);
-  switch (array.dtype) {
+// `shape` only labels messages (empty when unknown).
+void widen(DType dtype, std::span<const uint8_t> bytes, std::span<float> out,
+           std::string_view source, std::string_view shape) {
+  const std::string shape_note = shape.empty() ? "" : fmt::format("shape {}; ", shape);
+  const std::string in_shape = shape.empty() ? "" : fmt::format(" (shape {})", shape);
+  const size_t n = out.size();
+  const uint8_t* p = bytes.data();
+  switch (dtype) {
     case DType::f32:
       if (n != 0) std::memcpy(out.data(), p, n * 4);
-      return out;
+      return;
     case DType::f16:
       for (size_t i = 0; i < n; ++i) out[i] = f16_bits_to_f32(load_u16(p + 2 * i));
-      return out;
+      return;
     case DType::bf16:
       for (size_t i = 0; i < n; ++i) out[i] = bf16_bits_to_f32(load_u16(p + 2 * i));
-      return out;
+      return;
     case DType::f64:
       throw InputError(fmt::format(
           "{}: fp64 input: convert to fp32 first, e.g. np.save(path, x.astype(np.float32)) "
-          "(shape {}; fp4emu reads f32, f16 and bf16)",
-          where(source), shape_string(array.shape)));
+          "({}fp4emu reads f32, f16 and bf16)",
+          where(source), shape_note));
     case DType::u16:
       throw InputError(fmt::format(
-          "{}: u16 array (shape {}) is not a float tensor; if it holds bf16 or f16 bit "
-          "patterns, relabel it as bf16/f16 (fp4emu reads f32, f16 and bf16)",
-          where(source), shape_string(array.shape)));
+          "{}: u16 array{} is not a float tensor; if it holds bf16 or f16 bit patterns, "
+          "relabel it as bf16/f16 (fp4emu reads f32, f16 and bf16)",
+          where(source), in_shape));
     case DType::u8:
     case DType::u32:
     case DType::i32:
       break;
   }
-  throw InputError(fmt::format("{}: {} array (shape {}) is not a float tensor; fp4emu reads "
-                               "f32, f16 and bf16",
-                               where(source), dtype_name(array.dtype),
-                               shape_string(array.shape)));
+  throw InputError(fmt::format("{}: {} array{} is not a float tensor; fp4emu reads f32, f16 "
+                               "and bf16",
+                               where(source), dtype_name(dtype), in_shape));
+}
+
+bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+}  // namespace
+
+void widen_to_f32(DType dtype, std::span<const uint8_t> bytes, std::span<float> out,
+                  std::string_view source) {
+  if (bytes.size() != out.size() * dtype_size(dtype)) {
+    throw std::invalid_argument(fmt::format("{}: widen_to_f32 of {} bytes of {} into {} floats",
+                                            where(source), bytes.size(), dtype_name(dtype),
+                                            out.size()));
+  }
+  widen(dtype, bytes, out, source, {});
+}
+
+std::vector<float> to_f32(const Array& array, std::string_view source) {
+  check_consistent(array, where(source));
+  // Non-float dtypes are rejected before anything is allocated.
+  std::vector<float> out(is_float(array.dtype) ? array.bytes.size() / dtype_size(array.dtype) : 0);
+  widen(array.dtype, array.bytes, out, source, shape_string(array.shape));
+  return out;
 }
 
 std::vector<uint8_t> to_u8(const Array& a, std::string_view s) {

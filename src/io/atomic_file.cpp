@@ -51,28 +51,6 @@ std::string reason(int err, const std::filesystem::path& path) {
       fmt::format("cannot write '{}': {} failed: {}", path.string(), step, reason(err, path)));
 }
 
-// Removes the temporary unless released (i.e. renamed into place).
-class TempGuard {
- public:
-  TempGuard(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-  ~TempGuard() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!name_.empty()) ::unlink(name_.c_str());
-  }
-  TempGuard(const TempGuard&) = delete;
-  TempGuard& operator=(const TempGuard&) = delete;
-  int close_fd() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-  void release() { name_.clear(); }
-
- private:
-  int fd_;
-  std::string name_;
-};
-
 std::string random_suffix() {
   std::random_device rd;
   const uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -81,42 +59,78 @@ std::string random_suffix() {
 
 }  // namespace
 
-void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
+AtomicFileWriter::AtomicFileWriter(const std::filesystem::path& path) : path_(path) {
   if (path.empty() || !path.has_filename()) {
     throw InputError(fmt::format("cannot write '{}': the path names no file", path.string()));
   }
-  const std::filesystem::path dir = directory_of(path);
-  const std::string tmp =
-      (dir / fmt::format("{}.tmp.{}.{}", path.filename().string(), ::getpid(), random_suffix()))
-          .string();
+  tmp_ = (directory_of(path) /
+          fmt::format("{}.tmp.{}.{}", path.filename().string(), ::getpid(), random_suffix()))
+             .string();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail(path_, "creating a temporary file", errno);
+}
 
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) fail(path, "creating a temporary file", errno);
-  TempGuard guard(fd, tmp);
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
 
+void AtomicFileWriter::write(std::span<const uint8_t> bytes) {
+  if (fd_ < 0) {
+    throw InputError(fmt::format("cannot write '{}': the file was already committed",
+                                 path_.string()));
+  }
   const uint8_t* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
+    const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(path, "write", errno);
+      fail(path_, "write", errno);
     }
     p += n;
     left -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
   }
-  if (::fsync(fd) != 0) fail(path, "fsync", errno);
-  if (guard.close_fd() != 0) fail(path, "close", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "rename into place", errno);
-  guard.release();
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) {
+    throw InputError(fmt::format("cannot write '{}': the file was already committed",
+                                 path_.string()));
+  }
+  if (::fsync(fd_) != 0) fail(path_, "fsync", errno);
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail(path_, "close", errno);
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail(path_, "rename into place", errno);
+  committed_ = true;
 
   // Make the rename itself durable. Best effort: some file systems refuse to
   // fsync a directory, and the data is already in place.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void check_output_path(const std::filesystem::path& path, std::string_view label) {
+  std::error_code ec;
+  if (path.empty() || !path.has_filename())
+    throw InputError(fmt::format("{} '{}': the path names no file", label, path.string()));
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{} '{}' is a directory; give a file name", label, path.string()));
+  const std::filesystem::path dir = directory_of(path);
+  if (!std::filesystem::is_directory(dir, ec))
+    throw InputError(fmt::format("{} '{}': directory '{}' does not exist; create it first", label, path.string(),
+                                 dir.string()));
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
+  AtomicFileWriter out(path);
+  out.write(bytes);
+  out.commit();
 }
 
 }  // namespace fp4emu::io

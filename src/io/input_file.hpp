@@ -20,6 +20,7 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
 
   uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
   const std::string& name() const { return name_; }
 
   // Reads exactly n bytes at offset; InputError if the range is outside the

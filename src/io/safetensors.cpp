@@ -1,6 +1,11 @@
 #include "fp4emu/io/safetensors.hpp"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -223,8 +228,11 @@ const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
   return nullptr;
 }
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  const detail::InputFile f(path);
+// ---- reading -------------------------------------------------------------------
+
+SafetensorsReader::SafetensorsReader(const std::filesystem::path& path)
+    : file_(std::make_unique<detail::InputFile>(path)) {
+  const detail::InputFile& f = *file_;
   const std::string& file = f.name();
 
   uint8_t head[8] = {};
@@ -254,8 +262,8 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
         "or not a safetensors file",
         file, header_len, f.size() - 8));
   }
-  const uint64_t data_start = 8 + header_len;
-  const uint64_t data_size = f.size() - data_start;
+  data_start_ = 8 + header_len;
+  const uint64_t data_size = f.size() - data_start_;
 
   std::string text(static_cast<size_t>(header_len), '\0');
   f.read(8, text.data(), text.size());
@@ -301,11 +309,10 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   }
 
   HeaderReader reader(file, data_size);
-  SafetensorsFile out;
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
-      out.metadata = reader.read_metadata(value);
+      metadata_ = reader.read_metadata(value);
     } else {
       entries.push_back(reader.read_tensor(key, value));
     }
@@ -328,23 +335,105 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     if (last == nullptr || e.end > last->end) last = &e;
   }
 
-  // Total data is bounded by the file size: ranges are inside it and disjoint.
-  out.tensors.reserve(entries.size());
+  entries_.reserve(entries.size());
   for (Entry& e : entries) {
-    SafetensorsTensor t;
-    t.name = std::move(e.name);
-    t.array.dtype = e.dtype;
-    t.array.shape = std::move(e.shape);
-    t.array.bytes.resize(static_cast<size_t>(e.end - e.begin));
-    f.read(data_start + e.begin, t.array.bytes.data(), t.array.bytes.size());
-    out.tensors.push_back(std::move(t));
+    entries_.push_back({std::move(e.name), e.dtype, std::move(e.shape), e.begin, e.end});
+  }
+}
+
+SafetensorsReader::~SafetensorsReader() = default;
+
+const std::string& SafetensorsReader::file() const { return file_->name(); }
+uint64_t SafetensorsReader::file_size() const { return file_->size(); }
+
+const SafetensorsEntry* SafetensorsReader::find(std::string_view name) const {
+  for (const SafetensorsEntry& e : entries_) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+Array SafetensorsReader::read(const SafetensorsEntry& e) const {
+  // Ranges were checked against the file at open; the total of all tensors
+  // is bounded by the file size (ranges are inside it and disjoint).
+  Array a;
+  a.dtype = e.dtype;
+  a.shape = e.shape;
+  a.bytes.resize(static_cast<size_t>(e.nbytes()));
+  file_->read(data_start_ + e.begin, a.bytes.data(), a.bytes.size());
+  return a;
+}
+
+MappedBytes SafetensorsReader::map(const SafetensorsEntry& e) const {
+  const std::string& file = file_->name();
+  MappedBytes m;
+  if (e.nbytes() == 0) return m;
+  struct stat st {};
+  if (::fstat(file_->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != file_->size()) {
+    throw InputError(fmt::format("'{}': the file changed size while being read (it was {} "
+                                 "bytes); let the writer finish, then run again",
+                                 file, file_->size()));
+  }
+  if (e.begin > e.end || e.end > file_->size() - data_start_) {
+    throw std::invalid_argument(fmt::format("'{}': map of tensor {} outside the data buffer",
+                                            file, show_name(e.name)));
+  }
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t offset = data_start_ + e.begin;
+  const uint64_t aligned = offset / page * page;
+  const uint64_t length = offset - aligned + e.nbytes();
+  void* base = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ, MAP_PRIVATE, file_->fd(),
+                      static_cast<off_t>(aligned));
+  if (base == MAP_FAILED) {
+    throw InputError(fmt::format("'{}': cannot memory-map tensor {} ({} bytes): {}", file,
+                                 show_name(e.name), e.nbytes(), std::strerror(errno)));
+  }
+  // Tensors are read front to back once: let the kernel read ahead.
+  (void)::madvise(base, static_cast<size_t>(length), MADV_SEQUENTIAL);
+  m.base_ = base;
+  m.length_ = static_cast<size_t>(length);
+  m.data_ = static_cast<const uint8_t*>(base) + (offset - aligned);
+  m.size_ = static_cast<size_t>(e.nbytes());
+  return m;
+}
+
+MappedBytes::MappedBytes(MappedBytes&& other) noexcept { *this = std::move(other); }
+
+MappedBytes& MappedBytes::operator=(MappedBytes&& other) noexcept {
+  if (this != &other) {
+    if (base_ != nullptr) ::munmap(base_, length_);
+    base_ = std::exchange(other.base_, nullptr);
+    length_ = std::exchange(other.length_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+MappedBytes::~MappedBytes() {
+  if (base_ != nullptr) ::munmap(base_, length_);
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  const SafetensorsReader reader(path);
+  SafetensorsFile out;
+  out.metadata = reader.metadata();
+  out.tensors.reserve(reader.tensors().size());
+  for (const SafetensorsEntry& e : reader.tensors()) {
+    out.tensors.push_back({e.name, reader.read(e)});
   }
   return out;
 }
 
-std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensor>& tensors,
-                                        const std::map<std::string, std::string>& metadata,
-                                        std::string_view destination) {
+// ---- writing -------------------------------------------------------------------
+
+namespace {
+
+// The header text (padded so the data starts on an 8-byte boundary) for
+// tensors packed in the given order; sets begin/end of each entry.
+std::string encode_header(std::vector<SafetensorsEntry>& entries,
+                          const std::map<std::string, std::string>& metadata,
+                          std::string_view destination) {
   ordered_json header = ordered_json::object();
   if (!metadata.empty()) {
     ordered_json m = ordered_json::object();
@@ -353,24 +442,29 @@ std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensor>& te
   }
   std::set<std::string_view> names;
   uint64_t offset = 0;
-  for (const SafetensorsTensor& t : tensors) {
-    if (t.name == kMetadataKey) {
+  for (SafetensorsEntry& e : entries) {
+    if (e.name == kMetadataKey) {
       throw InputError(fmt::format("cannot write '{}': tensor name \"__metadata__\" is reserved "
                                    "by the safetensors format; rename the tensor",
                                    destination));
     }
-    if (!names.insert(t.name).second) {
+    if (!names.insert(e.name).second) {
       throw InputError(fmt::format("cannot write '{}': tensor name {} appears twice; tensor "
                                    "names must be unique",
-                                   destination, show_name(t.name)));
+                                   destination, show_name(e.name)));
     }
-    check_consistent(t.array, fmt::format("writing '{}' tensor {}", destination,
-                                          show_name(t.name)));
-    const uint64_t end = offset + t.array.bytes.size();
-    header[t.name] = {{"dtype", st_name(t.array.dtype)},
-                      {"shape", t.array.shape},
-                      {"data_offsets", {offset, end}}};
-    offset = end;
+    const auto nbytes = checked_byte_size(e.shape, e.dtype);
+    if (!nbytes) {
+      throw std::invalid_argument(fmt::format(
+          "writing '{}' tensor {}: shape {} has a negative dim or its byte size overflows int64",
+          destination, show_name(e.name), shape_string(e.shape)));
+    }
+    e.begin = offset;
+    e.end = offset + static_cast<uint64_t>(*nbytes);
+    header[e.name] = {{"dtype", st_name(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {e.begin, e.end}}};
+    offset = e.end;
   }
   std::string text;
   try {
@@ -381,12 +475,36 @@ std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensor>& te
                                  destination, e.what()));
   }
   text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
 
+std::vector<uint8_t> length_prefixed(const std::string& text, uint64_t reserve_data) {
   std::vector<uint8_t> out;
-  out.reserve(8 + text.size() + offset);
+  out.reserve(8 + text.size() + reserve_data);
   const uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
   out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_safetensors(const std::vector<SafetensorsTensor>& tensors,
+                                        const std::map<std::string, std::string>& metadata,
+                                        std::string_view destination) {
+  std::vector<SafetensorsEntry> entries;
+  entries.reserve(tensors.size());
+  for (const SafetensorsTensor& t : tensors) {
+    entries.push_back({t.name, t.array.dtype, t.array.shape, 0, 0});
+  }
+  const std::string text = encode_header(entries, metadata, destination);
+  uint64_t total = 0;
+  for (const SafetensorsTensor& t : tensors) {
+    check_consistent(t.array, fmt::format("writing '{}' tensor {}", destination,
+                                          show_name(t.name)));
+    total += t.array.bytes.size();
+  }
+  std::vector<uint8_t> out = length_prefixed(text, total);
   for (const SafetensorsTensor& t : tensors) {
     out.insert(out.end(), t.array.bytes.begin(), t.array.bytes.end());
   }
@@ -397,6 +515,46 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::vector<SafetensorsTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   write_file_atomic(path, encode_safetensors(tensors, metadata, path.string()));
+}
+
+struct SafetensorsWriter::Impl {
+  std::vector<SafetensorsEntry> layout;
+  size_t next = 0;
+  AtomicFileWriter out;
+  explicit Impl(const std::filesystem::path& path) : out(path) {}
+};
+
+SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path,
+                                     std::vector<SafetensorsEntry> layout,
+                                     const std::map<std::string, std::string>& metadata) {
+  // The header is checked before the temporary file exists.
+  const std::string text = encode_header(layout, metadata, path.string());
+  impl_ = std::make_unique<Impl>(path);
+  impl_->layout = std::move(layout);
+  impl_->out.write(length_prefixed(text, 0));
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::write_next(std::span<const uint8_t> bytes) {
+  if (impl_->next >= impl_->layout.size()) {
+    throw std::invalid_argument("SafetensorsWriter: every tensor of the layout is written already");
+  }
+  const SafetensorsEntry& e = impl_->layout[impl_->next];
+  if (bytes.size() != e.nbytes()) {
+    throw std::invalid_argument(fmt::format("SafetensorsWriter: tensor {} needs {} bytes, got {}",
+                                            show_name(e.name), e.nbytes(), bytes.size()));
+  }
+  impl_->out.write(bytes);
+  ++impl_->next;
+}
+
+void SafetensorsWriter::commit() {
+  if (impl_->next != impl_->layout.size()) {
+    throw std::invalid_argument(fmt::format("SafetensorsWriter: {} of {} tensors written",
+                                            impl_->next, impl_->layout.size()));
+  }
+  impl_->out.commit();
 }
 
 }  // namespace fp4emu::io

@@ -91,10 +91,16 @@ std::map<std::string, std::string> packed_metadata(const PackedTensor& p) {
   };
 }
 
-void write_packed(const std::filesystem::path& path, const PackedTensor& p) {
+void write_packed(const std::filesystem::path& path, const PackedTensor& p, StoredScaleLayout scale_layout) {
+  if (!layout_applies(scale_layout, p.format))
+    throw InputError(fmt::format("{}: scale layout {} does not apply to {} (use linear{})", path.string(),
+                                 to_string(scale_layout), format_name(p.format),
+                                 p.format == Format::hif4 ? " or hif4_cube" : " or swizzled_128x4"));
   std::vector<io::SafetensorsTensor> tensors;
   tensors.push_back({"codes", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes)});
-  if (p.format == Format::hif4) {
+  if (scale_layout != StoredScaleLayout::linear) {
+    tensors.push_back({"scales", io::from_u8(stored_scales_shape(p, scale_layout), store_scales(p, scale_layout))});
+  } else if (p.format == Format::hif4) {
     std::vector<uint32_t> words(p.num_blocks());
     for (size_t i = 0; i < words.size(); ++i)
       for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
@@ -106,7 +112,16 @@ void write_packed(const std::filesystem::path& path, const PackedTensor& p) {
     const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
     tensors.push_back({"global_scale", io::from_f32({3}, g)});
   }
-  io::write_safetensors(path, tensors, packed_metadata(p));
+  std::map<std::string, std::string> metadata = packed_metadata(p);
+  metadata["scale_layout"] = std::string(to_string(scale_layout));
+  if (scale_layout == StoredScaleLayout::swizzled_128x4)
+    metadata["layout"] += "; scales stored swizzled_128x4: the [rows, blocks] matrix zero-padded to 128-row x "
+                          "4-block tiles of 512 bytes, byte ((r/128)*(C'/4) + c/4)*512 + (r%32)*16 + "
+                          "((r%128)/32)*4 + c%4";
+  if (scale_layout == StoredScaleLayout::hif4_cube)
+    metadata["layout"] += "; scales stored hif4_cube: [rows/16 (zero-padded)][blocks][64-byte cell], a cell holding "
+                          "(E6M2, L2) of its 16 rows in bytes 0..31 and (L3 low, L3 high) in bytes 32..63";
+  io::write_safetensors(path, tensors, metadata);
 }
 
 PackedTensor read_packed(const std::filesystem::path& path) {
@@ -142,7 +157,11 @@ PackedTensor read_packed(const std::filesystem::path& path) {
   p.tail = m.parsed<TailPolicy>("tail", parse_tail, "pad or error");
   p.nibble_order = m.parsed<NibbleOrder>("nibble_order", parse_nibble_order, "low_first, high_first or split_half");
   p.scale_bit_order = m.parsed<ScaleBitOrder>("scale_bit_order", parse_scale_bit_order, "lsb_first or msb_first");
-  if (m.get("scale_layout") != "linear") m.bad("scale_layout", "linear");
+  const StoredScaleLayout scale_layout = m.parsed<StoredScaleLayout>(
+      "scale_layout", parse_stored_scale_layout,
+      p.format == Format::hif4 ? "linear or hif4_cube" : "linear or swizzled_128x4");
+  if (!layout_applies(scale_layout, p.format))
+    m.bad("scale_layout", p.format == Format::hif4 ? "linear or hif4_cube" : "linear or swizzled_128x4");
   p.global_amax = m.hex("global_amax");
   p.global_encode_scale = m.hex("global_encode_scale");
   p.global_decode_scale = m.hex("global_decode_scale");
@@ -158,9 +177,13 @@ PackedTensor read_packed(const std::filesystem::path& path) {
     return t->array;
   };
   p.codes = tensor("codes", io::DType::u8, rows_shape(p, p.padded_len / 2)).bytes;
-  p.scales = tensor("scales", p.format == Format::hif4 ? io::DType::u32 : io::DType::u8,
-                    rows_shape(p, p.blocks_per_row()))
-                 .bytes;  // little-endian bytes either way
+  if (scale_layout == StoredScaleLayout::linear)
+    p.scales = tensor("scales", p.format == Format::hif4 ? io::DType::u32 : io::DType::u8,
+                      rows_shape(p, p.blocks_per_row()))
+                   .bytes;  // little-endian bytes either way
+  else  // the in-memory scales are always linear
+    p.scales = load_scales(tensor("scales", io::DType::u8, stored_scales_shape(p, scale_layout)).bytes, p,
+                           scale_layout);
   if (p.format == Format::nvfp4) {
     const std::vector<float> g = io::to_f32(tensor("global_scale", io::DType::f32, {3}), path.string());
     if (g[0] != p.global_amax || g[1] != p.global_encode_scale || g[2] != p.global_decode_scale)

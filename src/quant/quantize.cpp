@@ -2,6 +2,11 @@
 // the per-format block quantizers (src/quant/reference/*.cpp); this file only
 // moves values between the tensor and blocks, and bytes between blocks and
 // the packed form.
+//
+// It is also the one dispatcher between the two implementations: each entry
+// point resolves and checks the options, then runs the fast path
+// (src/quant/simd, fp4emu/quant/simd.hpp) where it covers the recipe and
+// options, else the reference loops below (QuantOptions::impl forces either).
 #include "fp4emu/quant/quantize.hpp"
 
 #include <fmt/format.h>
@@ -14,6 +19,7 @@
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "fp4emu/quant/simd.hpp"
 
 namespace fp4emu {
 namespace {
@@ -139,7 +145,51 @@ NibbleSlot nibble_slot(NibbleOrder order, int block, int64_t b, int j) {
   return {p / 2, (p & 1) != 0};
 }
 
+void check_threads(int threads) {
+  if (threads < 0)
+    throw InputError(fmt::format("thread count {} is invalid: use a positive count, or 0 for the default "
+                                 "(OMP_NUM_THREADS, else every core)",
+                                 threads));
+}
+
+// The implementation choice: `gap` is empty when the fast path covers the call.
+bool run_fast(Impl impl, int threads, const std::string& gap) {
+  check_threads(threads);
+  if (impl == Impl::reference) return false;
+  if (gap.empty()) return true;
+  if (impl == Impl::fast)
+    throw InputError(fmt::format("the fast implementation was requested, but {}; use the automatic choice "
+                                 "(--impl auto) or --impl reference",
+                                 gap));
+  return false;
+}
+
+std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const Tensor& x) {
+  std::string gap = simd::fast_path_gap(o, op);
+  // Declared-bf16 input is not re-checked by check_bf16_inputs; the fast
+  // hif4.a6 kernel needs exact bf16 values.
+  if (gap.empty() && o.recipe->bf16_input_only && !simd::all_bf16_exact(x.data))
+    gap = fmt::format("the fast {} kernel needs values that are exact in bf16", o.recipe->id);
+  return gap;
+}
+
 }  // namespace
+
+std::string_view to_string(Impl impl) {
+  switch (impl) {
+    case Impl::automatic: return "auto";
+    case Impl::reference: return "reference";
+    case Impl::fast: return "fast";
+  }
+  return "?";
+}
+
+std::optional<Impl> parse_impl(std::string_view name) {
+  if (name == "auto") return Impl::automatic;
+  if (name == "reference") return Impl::reference;
+  if (name == "fast") return Impl::fast;
+  return std::nullopt;
+}
 
 ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<int64_t>& shape) {
   ResolvedOptions o;
@@ -203,6 +253,12 @@ void check_data_size(const Tensor& x) {
 }
 
 PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
+  PackedTensor p;
+  quantize(x, options, p);
+  return p;
+}
+
+void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& p) {
   const ResolvedOptions o = resolve_options(options, x.shape);
   check_data_size(x);
   const Recipe& recipe = *o.recipe;
@@ -214,7 +270,6 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
 
   const int block = block_size(recipe.format);
   const BlockedView v = blocked_view(x.shape, o.axis);
-  PackedTensor p;
   p.format = recipe.format;
   p.recipe_id = std::string(recipe.id);
   p.shape = x.shape;
@@ -227,8 +282,17 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
   p.tail = o.tail;
   p.nibble_order = o.nibble_order;
   p.scale_bit_order = o.scale_bit_order;
-  p.codes.assign(p.rows * p.padded_len / 2, 0);
   const int scale_bytes = scale_bytes_per_block(recipe.format);
+  p.global_amax = 0.0f;
+  p.global_encode_scale = 1.0f;
+  p.global_decode_scale = 1.0f;
+  if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::quantize, x))) {
+    p.codes.resize(p.rows * p.padded_len / 2);  // every byte is written
+    p.scales.resize(p.num_blocks() * scale_bytes);
+    simd::quantize(x, o, options.threads, p);
+    return;
+  }
+  p.codes.assign(p.rows * p.padded_len / 2, 0);  // nibbles are OR-ed in below
   p.scales.assign(p.num_blocks() * scale_bytes, 0);
 
   const TensorContext ctx = prepare(o, x, v, p.padded_len);
@@ -266,17 +330,22 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
       }
     }
   }
-  return p;
 }
 
-Tensor dequantize(const PackedTensor& p) {
+Tensor dequantize(const PackedTensor& p) { return dequantize(p, DequantOptions{}); }
+
+Tensor dequantize(const PackedTensor& p, const DequantOptions& options) {
+  Tensor out;
+  dequantize(p, options, out);
+  return out;
+}
+
+void dequantize(const PackedTensor& p, const DequantOptions& options, Tensor& out) {
   const Recipe* recipe = find_recipe(p.recipe_id);
   if (!recipe)
     throw InputError(fmt::format("packed tensor names unknown recipe '{}'; known recipes: {}", p.recipe_id,
                                  recipe_list()));
   const int block = block_size(recipe->format);
-  Tensor out;
-  out.shape = p.shape;
   // Cross-check every size field so a damaged file fails here, not in a loop.
   if (p.format != recipe->format || p.block_size != block || p.shape.empty() || p.axis < 0 ||
       p.axis >= static_cast<int>(p.shape.size()))
@@ -297,7 +366,13 @@ Tensor dequantize(const PackedTensor& p) {
     throw InputError(fmt::format("packed tensor has {} scale bytes; shape {} needs {}", p.scales.size(),
                                  shape_string(p.shape), p.num_blocks() * scale_bytes));
 
-  out.data.assign(out.numel(), 0.0f);
+  if (run_fast(options.impl, options.threads, simd::fast_dequantize_gap(p))) {
+    simd::dequantize(p, options.threads, out);
+    return;
+  }
+
+  out.shape = p.shape;
+  out.data.resize(out.numel());  // every value is written below
   const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
   const int64_t blocks = p.blocks_per_row();
   const int64_t row_bytes = p.padded_len / 2;
@@ -330,23 +405,31 @@ Tensor dequantize(const PackedTensor& p) {
       }
     }
   }
-  return out;
 }
 
 Tensor fake_quant(const Tensor& x, const QuantOptions& options) {
+  Tensor out;
+  fake_quant(x, options, out);
+  return out;
+}
+
+void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out) {
   const ResolvedOptions o = resolve_options(options, x.shape);
   check_data_size(x);
   const Recipe& recipe = *o.recipe;
   check_bf16_inputs(o, x);
+  if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::fake_quant, x))) {
+    simd::fake_quant(x, o, options.threads, out);
+    return;
+  }
   const int block = block_size(recipe.format);
   const BlockedView v = blocked_view(x.shape, o.axis);
   const int64_t padded = (v.axis_len + block - 1) / block * block;
   const int64_t blocks = padded / block;
   const TensorContext ctx = prepare(o, x, v, padded);
 
-  Tensor out;
   out.shape = x.shape;
-  out.data.assign(x.data.size(), 0.0f);
+  out.data.resize(x.data.size());  // every value is written below
   std::array<float, kMaxBlock> values{};
   for (int64_t row = 0; row < v.rows(); ++row) {
     const std::vector<float> buf = gather_row(x, v, row, padded);
@@ -366,7 +449,6 @@ Tensor fake_quant(const Tensor& x, const QuantOptions& options) {
       }
     }
   }
-  return out;
 }
 
 }  // namespace fp4emu

@@ -15,7 +15,15 @@ namespace fp4emu::cli {
 // A subcommand's work, run after parsing; returns the exit code.
 using Action = std::function<int()>;
 
-// --format / --recipe / --axis / --tail / --round / packing options.
+// --impl / --threads: which implementation runs, on how many threads.
+struct ExecFlags {
+  std::string impl;  // auto | reference | fast (empty: auto)
+  int threads = 0;   // 0: OMP_NUM_THREADS, else every core
+};
+void add_exec_flags(CLI::App* cmd, ExecFlags& flags);
+DequantOptions to_dequant_options(const ExecFlags& flags);
+
+// --format / --recipe / --axis / --tail / --round / packing options (and the exec flags).
 struct QuantFlags {
   std::string format;
   std::string recipe;
@@ -25,6 +33,7 @@ struct QuantFlags {
   std::string nibble_order;
   std::string scale_bit_order;
   std::optional<float> global_amax;
+  ExecFlags exec;
 };
 void add_quant_flags(CLI::App* cmd, QuantFlags& flags, bool with_packing);
 // Turns the flags into QuantOptions; throws InputError on unknown names.
@@ -40,5 +49,11 @@ void add_fake_quant(CLI::App& app, Action& action);
 void add_quantize(CLI::App& app, Action& action);
 void add_dequantize(CLI::App& app, Action& action);
 void add_compare(CLI::App& app, Action& action);
+void add_inspect(CLI::App& app, Action& action);
+void add_sample(CLI::App& app, Action& action);
+void add_gemm(CLI::App& app, Action& action);
+void add_golden(CLI::App& app, Action& action);
+void add_underflow(CLI::App& app, Action& action);
+void add_resq(CLI::App& app, Action& action);
 
 }  // namespace fp4emu::cli

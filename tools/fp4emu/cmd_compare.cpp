@@ -1,109 +1,394 @@
-// `fp4emu compare IN.npy`: how much each format/recipe loses on a tensor.
+// `fp4emu compare FILE`: how much each format/recipe loses on each tensor of
+// an activation dump (analysis.md §8.3), with totals pooled over tensors.
+// Tensors are read one at a time (memory-mapped), so the memory needed is
+// that of the largest selected tensor, not of the file.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "fp4emu/analysis/metrics.hpp"
-#include "fp4emu/codec/minifloat.hpp"
+#include "fp4emu/analysis/compare.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/tensor_file.hpp"
+#include "fp4emu/version.hpp"
+#include "progress.hpp"
 
 namespace fp4emu::cli {
 namespace {
 
+using nlohmann::ordered_json;
+
 struct Args {
   std::string in;
+  std::vector<std::string> tensors;
   std::vector<std::string> formats;
   std::vector<std::string> recipes;
   int axis = -1;
   std::string tail;
+  bool bf16_bits = false;
   std::string json_out;
+  std::string csv_out;
+  std::string progress = "auto";
 };
 
+// ---- recipe selection --------------------------------------------------------
+
 std::vector<const Recipe*> selected_recipes(const Args& a) {
+  std::vector<Format> formats;
+  for (const std::string& name : a.formats) {
+    const auto f = parse_format(name);
+    if (!f) throw InputError(fmt::format("--format '{}' is unknown; use hif4, mxfp4 or nvfp4", name));
+    formats.push_back(*f);
+  }
+  const bool all_formats = formats.empty();
+  if (all_formats) formats = {Format::hif4, Format::mxfp4, Format::nvfp4};
+  auto in_formats = [&](Format f) { return std::find(formats.begin(), formats.end(), f) != formats.end(); };
+
   std::vector<const Recipe*> out;
-  if (!a.recipes.empty()) {
-    for (const std::string& id : a.recipes) {
-      if (id == "all") {
-        for (const Recipe& r : all_recipes()) out.push_back(&r);
-        continue;
-      }
-      const Recipe* r = find_recipe(id);
-      if (!r) {
-        if (auto f = parse_format(id)) r = &default_recipe(*f);
-      }
-      if (!r) throw InputError(fmt::format("--recipe '{}' is unknown; see `fp4emu formats`", id));
-      out.push_back(r);
-    }
+  auto add = [&](const Recipe* r) {
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
+  if (a.recipes.empty()) {
+    for (Format f : formats) add(&default_recipe(f));
     return out;
   }
-  std::vector<std::string> formats = a.formats;
-  if (formats.empty()) formats = {"hif4", "mxfp4", "nvfp4"};
-  for (const std::string& name : formats) {
-    auto f = parse_format(name);
-    if (!f) throw InputError(fmt::format("--format '{}' is unknown; use hif4, mxfp4 or nvfp4", name));
-    out.push_back(&default_recipe(*f));
+  for (const std::string& id : a.recipes) {
+    if (id == "all") {
+      for (const Recipe& r : all_recipes())
+        if (in_formats(r.format)) add(&r);
+      continue;
+    }
+    const Recipe* r = nullptr;
+    if (const auto f = parse_format(id)) {
+      r = &default_recipe(*f);
+    } else if (id.find('.') != std::string::npos) {
+      r = find_recipe(id);
+    } else {
+      // A short id ("rceil") names the recipe of that name in the selected formats.
+      for (Format f : formats) {
+        const Recipe* c = find_recipe(fmt::format("{}.{}", format_name(f), id));
+        if (c && r) throw InputError(fmt::format("--recipe '{}' is ambiguous ({} and {}); give the full id", id, r->id, c->id));
+        if (c) r = c;
+      }
+    }
+    if (!r) throw InputError(fmt::format("--recipe '{}' is unknown; `fp4emu formats` lists the recipe ids", id));
+    if (!all_formats && !in_formats(r->format))
+      throw InputError(fmt::format("--recipe {} belongs to {}, which --format does not select", r->id, format_name(r->format)));
+    add(r);
   }
   return out;
 }
 
-std::string db(double v) { return std::isinf(v) ? "inf" : fmt::format("{:.2f}", v); }
+// ---- number formatting -------------------------------------------------------
+
+std::string db(double v) {
+  if (std::isnan(v)) return "-";
+  return std::isinf(v) ? "inf" : fmt::format("{:.2f}", v);
+}
+
+std::string percent(double v) { return fmt::format("{:.2f}%", 100.0 * v); }
+
+// Full precision for files; inf as "inf", undefined as empty.
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.17g}", v);
+}
+
+// JSON has no inf or NaN: null (the energies tell an error-free tensor apart).
+ordered_json json_number(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// ---- per tensor ----------------------------------------------------------------
+
+struct TensorRows {
+  const io::TensorInfo* info;
+  std::vector<RecipeResult> results;
+};
+
+InputDType input_dtype(io::DType d) {
+  return d == io::DType::bf16 ? InputDType::bf16 : d == io::DType::f16 ? InputDType::f16 : InputDType::f32;
+}
+
+// Checks everything that can be checked from the header, before any work.
+io::DType check_tensor(const io::TensorFile& file, const io::TensorInfo& t, const Args& a,
+                       std::span<const Recipe* const> recipes, const CompareOptions& options) {
+  const std::string where = fmt::format("'{}': tensor '{}'", file.file(), t.name);
+  io::DType dtype = t.dtype;
+  if (a.bf16_bits && dtype == io::DType::u16) dtype = io::DType::bf16;
+  if (dtype != io::DType::f32 && dtype != io::DType::f16 && dtype != io::DType::bf16)
+    throw InputError(fmt::format("{} field 'dtype' is {}: compare reads f32, f16 and bf16 tensors{}; select float "
+                                 "tensors with --tensor",
+                                 where, io::dtype_name(t.dtype),
+                                 t.dtype == io::DType::u16 ? " (u16 holding bf16 bit patterns: add --bf16-bits)" : ""));
+  if (t.shape.empty())
+    throw InputError(fmt::format("{} field 'shape' is [] (rank 0, a scalar): block quantization needs at least one "
+                                 "axis; select other tensors with --tensor",
+                                 where));
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] == 0)
+      throw InputError(fmt::format("{} field 'shape' is {}: dim {} has size 0, nothing to quantize; select other "
+                                   "tensors with --tensor",
+                                   where, shape_text(t.shape), d));
+  try {
+    check_compare(t.shape, recipes, options);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{} (shape {}): {}", where, shape_text(t.shape), e.what()));
+  }
+  return dtype;
+}
+
+Tensor load(const io::TensorFile& file, size_t index, io::DType dtype) {
+  const io::TensorInfo& t = file.tensors()[index];
+  Tensor x;
+  x.shape = t.shape;
+  x.data.resize(t.nbytes / io::dtype_size(dtype));
+  const io::TensorBytes bytes = file.bytes(index);  // unmapped when it goes out of scope
+  io::widen_to_f32(dtype, bytes.bytes(), x.data, fmt::format("{}: tensor '{}'", file.file(), t.name));
+  return x;
+}
+
+// ---- output --------------------------------------------------------------------
+
+// `qsnr_title` and the width of its column differ between the per-tensor
+// table and the pooled one (which adds the mean of the per-tensor dB).
+void print_header_row(const char* qsnr_title, size_t qsnr_width) {
+  fmt::print("  {:<18} {:>{}} {:>10} {:>9} {:>11} {:>9} {:>8} {:>10} {:>8}\n", "recipe", qsnr_title, qsnr_width,
+             "NMSE", "cosine", "max |err|", "underflow", "zeros", "saturated", "NaN/Inf");
+}
+
+void print_row(const Recipe& r, const ErrorStats& s, const std::string& qsnr, size_t qsnr_width) {
+  const auto sat = s.saturation_ratio();
+  fmt::print("  {:<18} {:>{}} {:>10.3e} {:>9.6f} {:>11.4g} {:>9} {:>8} {:>10} {:>8}\n", r.id, qsnr, qsnr_width,
+             s.nmse(), s.cosine(), s.max_abs_error, percent(s.underflow_ratio()), percent(s.zero_ratio()),
+             sat ? percent(*sat) : std::string("n/a"), s.nonfinite());
+}
+
+ordered_json metrics_json(const ErrorStats& s, double bits) {
+  const auto sat = s.saturation_ratio();
+  return {{"n", s.count},
+          {"n_nonzero", s.nonzero},
+          {"n_underflow", s.flushed},
+          {"underflow_ratio", s.underflow_ratio()},
+          {"n_zero_after", s.zero_after},
+          {"zero_ratio_after", s.zero_ratio()},
+          {"n_saturated", s.saturated ? ordered_json(*s.saturated) : ordered_json(nullptr)},
+          {"saturation_ratio", sat ? ordered_json(*sat) : ordered_json(nullptr)},
+          {"nan_in", s.nan_in},
+          {"inf_in", s.inf_in},
+          {"nonfinite_out", s.nonfinite_out},
+          {"qsnr_db", json_number(s.qsnr_db())},
+          {"nmse", json_number(s.nmse())},
+          {"rel_l2", json_number(s.rel_l2())},
+          {"cosine", s.cosine()},
+          {"max_abs_error", s.max_abs_error},
+          {"signal_energy", s.signal_energy},
+          {"error_energy", s.error_energy},
+          {"bits_per_element", bits}};
+}
+
+const char* kCsvHeader =
+    "scope,file,tensor,dtype,shape,format,recipe,skipped,n,n_nonzero,n_underflow,underflow_ratio,n_zero_after,"
+    "zero_ratio_after,n_saturated,saturation_ratio,nan_in,inf_in,nonfinite_out,qsnr_db,mean_qsnr_db,nmse,rel_l2,"
+    "cosine,max_abs_error,signal_energy,error_energy,bits_per_element\n";
+
+std::string csv_row(const std::string& scope, const std::string& file, const std::string& tensor,
+                    const std::string& dtype, const std::string& shape, const Recipe& r, const std::string& skipped,
+                    const ErrorStats& s, double mean_db, double bits) {
+  const auto sat = s.saturation_ratio();
+  if (!skipped.empty()) {
+    return fmt::format("{},{},{},{},{},{},{},{}{}\n", scope, csv_field(file), csv_field(tensor), dtype, shape,
+                       format_name(r.format), r.id, csv_field(skipped), std::string(20, ','));
+  }
+  return fmt::format("{},{},{},{},{},{},{},,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", scope,
+                     csv_field(file), csv_field(tensor), dtype, shape, format_name(r.format), r.id, s.count,
+                     s.nonzero, s.flushed, csv_number(s.underflow_ratio()), s.zero_after,
+                     csv_number(s.zero_ratio()), s.saturated ? std::to_string(*s.saturated) : "",
+                     sat ? csv_number(*sat) : "", s.nan_in, s.inf_in, s.nonfinite_out, csv_number(s.qsnr_db()),
+                     csv_number(mean_db), csv_number(s.nmse()), csv_number(s.rel_l2()), csv_number(s.cosine()),
+                     csv_number(s.max_abs_error), csv_number(s.signal_energy), csv_number(s.error_energy),
+                     csv_number(bits));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+// Fails before the work, not after it, when an output cannot be written there.
+void check_output(const std::string& path, const std::string& flag, const std::string& input) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::equivalent(path, input, ec))
+    throw InputError(fmt::format("{} '{}' is the input file; give another output path", flag, path));
+  io::check_output_path(path, flag);
+}
 
 int run(const Args& a) {
+  check_progress_mode(a.progress);
   const std::vector<const Recipe*> recipes = selected_recipes(a);
-  InputDType dtype;
-  const Tensor x = load_tensor(a.in, &dtype);
-  nlohmann::json rows = nlohmann::json::array();
-  fmt::print("{}: shape [", a.in);
-  for (size_t i = 0; i < x.shape.size(); ++i) fmt::print("{}{}", i ? ", " : "", x.shape[i]);
-  fmt::print("], blocks along axis {}\n", a.axis);
-  Format current = recipes.front()->format;
-  bool first = true;
-  for (const Recipe* r : recipes) {
-    if (first || r->format != current) {
-      current = r->format;
-      fmt::print("\n{} (block {})\n", format_name(current), block_size(current));
-      fmt::print("  {:<20} {:>9} {:>11} {:>14} {:>9}\n", "recipe", "QSNR dB", "underflow", "max abs err", "non-fin");
-      first = false;
+  CompareOptions options;
+  options.axis = a.axis;
+  if (!a.tail.empty()) {
+    options.tail = parse_tail(a.tail);
+    if (!options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
+  }
+  check_output(a.json_out, "--json", a.in);
+  check_output(a.csv_out, "--csv", a.in);
+  if (!a.json_out.empty() && a.json_out == a.csv_out)
+    throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
+
+  const io::TensorFile file(a.in);
+  const std::vector<size_t> selected = io::select_tensors(file, a.tensors);
+  if (selected.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", file.file()));
+  std::vector<io::DType> dtypes;
+  double total_work = 0;
+  int64_t total_elements = 0;
+  for (size_t i : selected) {
+    const io::TensorInfo& t = file.tensors()[i];
+    dtypes.push_back(check_tensor(file, t, a, recipes, options));
+    const int64_t n = static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes.back()));
+    total_elements += n;
+    total_work += static_cast<double>(n) * static_cast<double>(recipes.size());
+  }
+
+  fmt::print("{}: {} of {} tensor{}, {} elements; blocks along axis {}; tail: {}\n", file.file(), selected.size(),
+             file.tensors().size(), file.tensors().size() == 1 ? "" : "s", total_elements, a.axis,
+             a.tail.empty() ? "each recipe's default" : a.tail);
+  std::fflush(stdout);
+
+  Progress progress("compare", a.progress, total_work);
+  std::vector<TensorRows> rows;
+  std::vector<PooledResult> pooled(recipes.size());
+  for (size_t r = 0; r < recipes.size(); ++r) pooled[r].recipe = recipes[r];
+  double done = 0;
+  for (size_t s = 0; s < selected.size(); ++s) {
+    const io::TensorInfo& t = file.tensors()[selected[s]];
+    progress.update(done, t.name);
+    const Tensor x = load(file, selected[s], dtypes[s]);
+    TensorRows tr{&t, {}};
+    for (size_t r = 0; r < recipes.size(); ++r) {
+      tr.results.push_back(compare_recipe(x, input_dtype(dtypes[s]), *recipes[r], options));
+      pooled[r].add(tr.results.back(), x.numel());
+      done += static_cast<double>(x.numel());
+      progress.update(done, t.name);
     }
-    QuantOptions o;
-    o.recipe = std::string(r->id);
-    o.axis = a.axis;
-    o.input_dtype = dtype;
-    if (!a.tail.empty()) {
-      o.tail = parse_tail(a.tail);
-      if (!o.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
-    }
-    if (r->bf16_input_only && dtype == InputDType::f32) {
-      bool exact = true;
-      for (float v : x.data) exact = exact && is_bf16_exact(v);
-      if (!exact) {
-        fmt::print("  {:<20} skipped: defined on bf16 inputs and this fp32 tensor is not bf16-exact\n", r->id);
-        continue;
+    progress.clear();
+    fmt::print("\n{}  {} {}\n", t.name, io::dtype_name(t.dtype), shape_text(t.shape));
+    print_header_row("QSNR dB", 8);
+    for (const RecipeResult& res : tr.results) {
+      if (!res.skipped.empty()) {
+        fmt::print("  {:<18} skipped: {}\n", res.recipe->id, res.skipped);
+      } else {
+        print_row(*res.recipe, res.stats, db(res.stats.qsnr_db()), 8);
       }
     }
-    const Tensor q = fake_quant(x, o);
-    const ErrorStats s = error_stats(x.data, q.data);
-    fmt::print("  {:<20} {:>9} {:>10.4f}% {:>14.6g} {:>9}\n", r->id, db(s.qsnr_db()), 100.0 * s.underflow_ratio(),
-               s.max_abs_error, s.nonfinite_out);
-    rows.push_back({{"format", format_name(r->format)},
-                    {"recipe", r->id},
-                    {"qsnr_db", std::isinf(s.qsnr_db()) ? nlohmann::json(nullptr) : nlohmann::json(s.qsnr_db())},
-                    {"nmse", s.nmse()},
-                    {"underflow_ratio", s.underflow_ratio()},
-                    {"max_abs_error", s.max_abs_error},
-                    {"count", s.count},
-                    {"nonzero", s.nonzero},
-                    {"flushed", s.flushed},
-                    {"nonfinite_in", s.nonfinite_in},
-                    {"nonfinite_out", s.nonfinite_out}});
+    std::fflush(stdout);
+    for (const RecipeResult& res : tr.results) {
+      const ErrorStats& st = res.stats;
+      if (res.skipped.empty() && st.nan_in + st.inf_in > 0) {
+        fmt::print(stderr,
+                   "fp4emu: warning: '{}': tensor '{}' holds {} NaN and {} Inf values; they are counted under "
+                   "NaN/Inf and left out of every other metric\n",
+                   file.file(), t.name, st.nan_in, st.inf_in);
+        break;
+      }
+    }
+    rows.push_back(std::move(tr));
   }
-  fmt::print("\nQSNR = 10 log10(sum x^2 / sum (x - Q(x))^2); underflow = nonzero inputs quantized to 0.\n");
+  progress.clear();
+
+  if (selected.size() > 1) {
+    fmt::print("\npooled over {} tensors (ratio of sums; QSNR dB [mean of the per-tensor dB])\n", selected.size());
+    print_header_row("QSNR dB [mean]", 15);
+    for (const PooledResult& p : pooled) {
+      if (p.tensors == 0) {
+        fmt::print("  {:<18} skipped on every tensor\n", p.recipe->id);
+        continue;
+      }
+      print_row(*p.recipe, p.stats, fmt::format("{} [{}]", db(p.stats.qsnr_db()), db(p.mean_qsnr_db())), 15);
+    }
+  }
+  fmt::print(
+      "\nQSNR = 10 log10(sum x^2 / sum (x - Q(x))^2); NMSE = sum (x - Q(x))^2 / sum x^2; underflow = nonzero inputs "
+      "quantized to 0;\nzeros = outputs equal to 0; saturated = inputs clipped to the largest code of their block; "
+      "NaN/Inf = non-finite inputs and outputs.\n");
+
   if (!a.json_out.empty()) {
-    const std::string text = nlohmann::json{{"input", a.in}, {"axis", a.axis}, {"results", rows}}.dump(2) + "\n";
-    io::write_file_atomic(a.json_out, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    ordered_json j;
+    j["tool"] = "fp4emu compare";
+    j["version"] = kVersion;
+    j["input"] = {{"file", file.file()},
+                  {"kind", file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors"},
+                  {"size_bytes", file.file_size()},
+                  {"metadata", file.metadata()}};
+    j["options"] = {{"tensor", a.tensors},
+                    {"axis", a.axis},
+                    {"tail", a.tail.empty() ? "recipe default" : a.tail},
+                    {"bf16_bits", a.bf16_bits}};
+    ordered_json rj = ordered_json::array();
+    for (const Recipe* r : recipes)
+      rj.push_back({{"id", r->id}, {"format", format_name(r->format)}, {"block", block_size(r->format)},
+                    {"spec", r->spec_ref}});
+    j["recipes"] = rj;
+    ordered_json tj = ordered_json::array();
+    for (const TensorRows& tr : rows) {
+      ordered_json results = ordered_json::array();
+      for (const RecipeResult& res : tr.results) {
+        ordered_json e = {{"recipe", res.recipe->id}, {"format", format_name(res.recipe->format)}};
+        if (!res.skipped.empty()) {
+          e["skipped"] = res.skipped;
+        } else {
+          e.update(metrics_json(res.stats, res.bits_per_element));
+        }
+        results.push_back(e);
+      }
+      tj.push_back({{"name", tr.info->name},
+                    {"dtype", io::dtype_name(tr.info->dtype)},
+                    {"shape", tr.info->shape},
+                    {"results", results}});
+    }
+    j["tensors"] = tj;
+    ordered_json pj = ordered_json::array();
+    for (const PooledResult& p : pooled) {
+      ordered_json e = {{"recipe", p.recipe->id}, {"format", format_name(p.recipe->format)}, {"tensors", p.tensors}};
+      if (p.tensors > 0) {
+        e.update(metrics_json(p.stats, p.bits_per_element()));
+        e["mean_qsnr_db"] = json_number(p.mean_qsnr_db());
+      }
+      pj.push_back(e);
+    }
+    j["pooled"] = pj;
+    write_text(a.json_out, j.dump(2) + "\n");
+  }
+  if (!a.csv_out.empty()) {
+    std::string csv = kCsvHeader;
+    for (const TensorRows& tr : rows) {
+      for (const RecipeResult& res : tr.results) {
+        const double nan = std::nan("");
+        csv += csv_row("tensor", file.file(), tr.info->name, std::string(io::dtype_name(tr.info->dtype)),
+                       fmt::format("{}", fmt::join(tr.info->shape, "x")), *res.recipe, res.skipped, res.stats, nan,
+                       res.bits_per_element);
+      }
+    }
+    for (const PooledResult& p : pooled) {
+      csv += csv_row("pooled", file.file(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
+                     p.stats, p.mean_qsnr_db(), p.bits_per_element());
+    }
+    write_text(a.csv_out, csv);
   }
   return 0;
 }
@@ -112,15 +397,27 @@ int run(const Args& a) {
 
 void add_compare(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("compare", "Fake-quantize a tensor with several formats/recipes and tabulate the error");
-  cmd->add_option("IN", args->in, "Input .npy (fp32, bf16 or fp16)")->required();
-  cmd->add_option("--format,-f", args->formats, "Formats to compare with their default recipes (default: all three)")
+  auto* cmd = app.add_subcommand(
+      "compare", "Fake-quantize each tensor of a dump with several formats/recipes and tabulate what they lose");
+  cmd->add_option("FILE", args->in, "Input: .safetensors (F32/F16/BF16 tensors) or .npy")->required();
+  cmd->add_option("--tensor,-t", args->tensors,
+                  "Tensor name or glob, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: all)")
+      ->allow_extra_args(false);
+  cmd->add_option("--format,-f", args->formats, "Formats, comma-separated (default: hif4,mxfp4,nvfp4)")->delimiter(',');
+  cmd->add_option("--recipe,-r", args->recipes,
+                  "Recipe ids, comma-separated; a format name is its default recipe; 'all' is every recipe of "
+                  "the selected formats (default: each format's default)")
       ->delimiter(',');
-  cmd->add_option("--recipe,-r", args->recipes, "Recipe ids to compare, or 'all'")->delimiter(',');
   cmd->add_option("--axis", args->axis, "Block axis (negative counts from the end)")->default_val(-1);
-  cmd->add_option("--tail", args->tail, "pad | error (default: each recipe's)");
-  cmd->add_option("--json", args->json_out, "Also write the results as JSON to this file");
-  cmd->footer("Example: fp4emu compare data/sample_activations.npy --recipe all");
+  cmd->add_option("--tail", args->tail, "Axis length not a multiple of the block: pad | error (default: each recipe's)");
+  cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
+  cmd->add_option("--json", args->json_out, "Also write every number as JSON to this file");
+  cmd->add_option("--csv", args->csv_out, "Also write every number as CSV to this file (one row per tensor x recipe)");
+  cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
+      ->default_val("auto");
+  cmd->footer(
+      "Example: fp4emu compare data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
+      "--format mxfp4,nvfp4 --csv down.csv");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

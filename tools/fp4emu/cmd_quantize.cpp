@@ -25,12 +25,13 @@ int run_quantize(const QuantizeArgs& a) {
 
 struct DequantizeArgs {
   std::string in, out;
+  ExecFlags exec;
 };
 
 int run_dequantize(const DequantizeArgs& a) {
   if (std::filesystem::path(a.out).extension() != ".npy")
     throw InputError(fmt::format("output {}: dequantize writes .npy; name the output file *.npy", a.out));
-  const Tensor y = dequantize(read_packed(a.in));
+  const Tensor y = dequantize(read_packed(a.in), to_dequant_options(a.exec));
   io::write_npy(a.out, io::from_f32(y.shape, y.data));
   return 0;
 }
@@ -53,6 +54,7 @@ void add_dequantize(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("dequantize", "Decode a packed .safetensors file written by `fp4emu quantize`");
   cmd->add_option("IN", args->in, "Packed .safetensors")->required();
   cmd->add_option("OUT", args->out, "Output .npy (fp32, the original shape)")->required();
+  add_exec_flags(cmd, args->exec);
   cmd->footer("Example: fp4emu dequantize w.safetensors w_dq.npy");
   cmd->callback([&action, args] { action = [args] { return run_dequantize(*args); }; });
 }

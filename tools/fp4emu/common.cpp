@@ -6,6 +6,31 @@
 
 namespace fp4emu::cli {
 
+void add_exec_flags(CLI::App* cmd, ExecFlags& f) {
+  cmd->add_option("--impl", f.impl,
+                  "Implementation: auto (fast SIMD path where it covers the recipe, else the reference), "
+                  "reference, or fast (error where it does not cover the recipe)");
+  cmd->add_option("--threads", f.threads, "Threads for the fast path (0: OMP_NUM_THREADS, else every core)")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
+}
+
+namespace {
+Impl parse_impl_flag(const std::string& name) {
+  if (name.empty()) return Impl::automatic;
+  const std::optional<Impl> impl = parse_impl(name);
+  if (!impl) throw InputError(fmt::format("--impl '{}' is unknown; use auto, reference or fast", name));
+  return *impl;
+}
+}  // namespace
+
+DequantOptions to_dequant_options(const ExecFlags& f) {
+  DequantOptions o;
+  o.impl = parse_impl_flag(f.impl);
+  o.threads = f.threads;
+  return o;
+}
+
 void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
   cmd->add_option("--format,-f", f.format, "Format: hif4, mxfp4 or nvfp4 (default recipe unless --recipe)");
   cmd->add_option("--recipe,-r", f.recipe, "Recipe id, e.g. hif4.a6 or a6 with --format hif4 (see `fp4emu formats`)");
@@ -17,6 +42,7 @@ void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
     cmd->add_option("--nibble-order", f.nibble_order, "low_first | high_first | split_half (default: the recipe's)");
     cmd->add_option("--scale-bit-order", f.scale_bit_order, "HiF4 L2/L3 bits: lsb_first | msb_first (default: the recipe's)");
   }
+  add_exec_flags(cmd, f.exec);
 }
 
 std::string resolve_recipe_id(const std::string& format, const std::string& recipe) {
@@ -59,6 +85,9 @@ QuantOptions to_quant_options(const QuantFlags& f) {
                                    f.scale_bit_order));
   }
   o.global_amax = f.global_amax;
+  const DequantOptions exec = to_dequant_options(f.exec);
+  o.impl = exec.impl;
+  o.threads = exec.threads;
   return o;
 }
 

@@ -20,6 +20,12 @@ int main(int argc, char** argv) {
   cli::add_quantize(app, action);
   cli::add_dequantize(app, action);
   cli::add_compare(app, action);
+  cli::add_inspect(app, action);
+  cli::add_sample(app, action);
+  cli::add_gemm(app, action);
+  cli::add_golden(app, action);
+  cli::add_underflow(app, action);
+  cli::add_resq(app, action);
   std::string names;
   bool known = false;
   for (const CLI::App* sub : app.get_subcommands({})) {

@@ -53,6 +53,13 @@ void check_consistent(const Array& array, std::string_view context);
 // is put in the message.
 std::vector<float> to_f32(const Array& array, std::string_view source = {});
 
+// The same widening for raw little-endian elements of `dtype` that live
+// elsewhere (a memory-mapped tensor): out.size() * dtype_size(dtype) must
+// equal bytes.size() (std::invalid_argument otherwise). Same InputErrors as
+// to_f32 for dtypes that are not f32, f16 or bf16.
+void widen_to_f32(DType dtype, std::span<const uint8_t> bytes, std::span<float> out,
+                  std::string_view source = {});
+
 // Copies of the elements of an integer array; InputError (naming `source`)
 // unless the dtype is exactly the one asked for.
 std::vector<uint8_t> to_u8(const Array& array, std::string_view source = {});

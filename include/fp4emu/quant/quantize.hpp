@@ -3,6 +3,7 @@
 // fake_quant. All functions throw InputError on bad options or input.
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "fp4emu/codec/rounding.hpp"
 #include "fp4emu/quant/packed_tensor.hpp"
@@ -15,6 +16,15 @@ namespace fp4emu {
 // defined on bf16 inputs, so fp32 values must be exact in bf16.
 enum class InputDType : uint8_t { f32, bf16, f16 };
 
+// Which implementation runs (src/quant/simd.hpp lists what the fast path covers).
+enum class Impl : uint8_t {
+  automatic,  // the fast path where it covers the recipe and options, else the reference
+  reference,  // the scalar reference (src/quant/reference), single-threaded
+  fast,       // the fast path; an InputError names what it does not cover
+};
+std::string_view to_string(Impl impl);
+std::optional<Impl> parse_impl(std::string_view name);  // "auto", "reference", "fast"
+
 struct QuantOptions {
   std::string recipe;                   // recipe id ("nvfp4.te"), or a format name for its default
   int axis = -1;                        // block axis; negative counts from the end
@@ -24,6 +34,13 @@ struct QuantOptions {
   std::optional<ScaleBitOrder> scale_bit_order;  // HiF4 only
   std::optional<float> global_amax;     // NVFP4: per-tensor amax (default: from the input)
   InputDType input_dtype = InputDType::f32;
+  Impl impl = Impl::automatic;
+  int threads = 0;                      // fast path: 0 = OpenMP default (OMP_NUM_THREADS, else all cores)
+};
+
+struct DequantOptions {
+  Impl impl = Impl::automatic;
+  int threads = 0;
 };
 
 // Options checked against a tensor shape, with every default filled in.
@@ -41,6 +58,14 @@ ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<i
 
 PackedTensor quantize(const Tensor& x, const QuantOptions& options);
 Tensor dequantize(const PackedTensor& packed);
+Tensor dequantize(const PackedTensor& packed, const DequantOptions& options);
 Tensor fake_quant(const Tensor& x, const QuantOptions& options);
+
+// The same, writing into `out`, whose buffers are reused when they already
+// have the right size (repeated calls on large tensors; no reallocation, no
+// zero-filling pass).
+void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& out);
+void dequantize(const PackedTensor& packed, const DequantOptions& options, Tensor& out);
+void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out);
 
 }  // namespace fp4emu

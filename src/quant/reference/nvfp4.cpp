@@ -95,7 +95,9 @@ float reduce_amax(NvAmaxNan nan_rule, const float* x, size_t n) {
       // fmaxf (TE/cuDNN kernels, triton's maxnumf) and ggml's
       // `if (amax < fabsf(v))` loop: NaN never wins. (TE's python reference
       // uses torch.amax and would propagate; the recipe follows the kernels.)
-      a = std::fmax(a, v);
+      // NaN lanes are skipped explicitly: glibc's fmaxf follows IEEE 754-2008
+      // maxNum and returns NaN for a *signaling* NaN, which CUDA's does not.
+      if (!std::isnan(v)) a = std::fmax(a, v);
     }
   }
   return a;

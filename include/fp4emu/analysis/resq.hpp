@@ -1,0 +1,110 @@
+#pragma once
+// Rollout-ResQ: a quantized residual, sparsified, added back to the quantized
+// activation (analysis.md §2). For activations X (m x d) and weights W (n x d):
+//
+//   X^ = Q(X) + S(Q(X - Q(X))),   Y^ = X^ Q(W)^T
+//
+// The residual is taken over the whole tensor and quantized as a fresh tensor
+// with its own block scales (and, for NVFP4, its own per-tensor scale); S
+// prunes the quantized codes (order qs, the paper's) without rescaling, or
+// prunes before quantizing (order sq, a labelled variant). Errors are
+// accumulated in double in a fixed order.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4emu/analysis/sparsity.hpp"
+#include "fp4emu/analysis/transforms.hpp"
+#include "fp4emu/analysis/underflow.hpp"
+#include "fp4emu/quant/quantize.hpp"
+
+namespace fp4emu::analysis {
+
+enum class ResqOrder : uint8_t {
+  qs,  // S(Q(dX)): quantize the residual densely, then prune (analysis.md §2.1)
+  sq,  // Q(S(dX)): prune, then quantize the kept values
+};
+
+// Sums over one tensor (or, added up, over many: "pooled"). Every metric of a
+// report row is a ratio of these.
+struct ResqSums {
+  int64_t x_count = 0, y_count = 0;  // m*d, m*n
+  double x_sq = 0, act_err_sq = 0;   // ||X||^2, ||X^ - X||^2
+  double ya_sq = 0, out_err_sq = 0;  // ||Y_A||^2, ||Y^ - Y_A||^2 with Y_A = X Q(W)^T
+  double y_sq = 0, out_err_y_sq = 0; // ||Y||^2, ||Y^ - Y||^2 with Y = X W^T
+  double yhat_sq = 0, yhat_dot_ya = 0;
+  double max_abs_out = 0;            // max |Y^ - Y_A|
+  double none_out_err_sq = 0;        // ||Q(X) Q(W)^T - Y_A||^2: the error without residual
+  double drop_res = 0, res_sq = 0;   // ||Q(dX) - S(Q(dX))||^2, ||Q(dX)||^2
+  double drop_prim = 0, prim_sq = 0; // ||Q(X) - S(Q(X))||^2, ||Q(X)||^2
+  int64_t kept = 0;                  // positions the mask keeps
+  double mdn = 0;                    // m*d*n, for the cost model
+
+  void add(const ResqSums& o);
+};
+
+// The cost model of analysis.md §4: C / (m d n) in FP16-equivalent FLOPs,
+// C = (2 m d n / r4) (1 + rho / r_s), r4 = 4 (FP4 throughput over FP16),
+// rho = 1 with a residual GEMM (0 for `none`), r_s = sparse_speedup().
+// The quantize, residual and gather passes are not modelled.
+double cost_over_mdn(const SparsityPattern& pattern);
+inline double speedup_vs_fp16(const SparsityPattern& pattern) { return 2.0 / cost_over_mdn(pattern); }
+
+// One row of the report: a pattern on one tensor, or pooled over tensors.
+struct ResqRow {
+  std::string tensor;  // or "(pooled)"
+  SparsityPattern pattern;
+  ResqSums sums;
+  int tensors = 1;           // how many tensors the row pools
+  double mean_act_qsnr_db = 0, mean_out_qsnr_db = 0;  // pooled rows: mean of per-tensor dB
+
+  double act_mse() const;
+  double act_nmse() const;
+  double act_qsnr_db() const;
+  double out_nmse_vs_xqw() const;
+  double out_qsnr_db() const;
+  double out_nmse_vs_xw() const;
+  double cosine_out() const;
+  double recovered_fraction() const;   // 1 - NMSE_Y(pattern) / NMSE_Y(none), NaN if Q(X) is exact
+  double kept_density() const;         // kept positions / (m d)
+  // Figure-4 deletion measures: absolute (per element), RMS, and normalised
+  // by the operand's own energy. NaN for `none`.
+  double drop_res_mse() const;
+  double drop_res_rmse() const;
+  double drop_res_norm() const;
+  double drop_prim_mse() const;
+  double drop_prim_rmse() const;
+  double drop_prim_norm() const;
+};
+
+struct ResqOptions {
+  ResqOrder order = ResqOrder::qs;
+};
+
+struct ResqTensorResult {
+  std::vector<ResqRow> rows;    // one per pattern, in the order given
+  int64_t residual_inexact = 0; // dX elements not exact in fp32 (expected 0)
+};
+
+// The study of one tensor: x (m x d activations) and w (n x d weights) under
+// one recipe (blocks along d, for both operands) and every pattern. A
+// transform (RHT or SmoothQuant) is applied to both operands first; OCC is
+// rejected (its compensation is a different residual).
+ResqTensorResult study_resq(const std::string& name, const Tensor& x, const Tensor& w, const QuantOptions& options,
+                            const TransformSpec& transform, const Tensor* calib,
+                            const std::vector<SparsityPattern>& patterns, const ResqOptions& opt);
+
+// The weights of the layer(s) that read activation `activation_name` from a
+// weights dump: when the name has a (layer, kind) role, every "*.weight"
+// tensor of that role, stacked along n in file order (q, k and v read qkv_in:
+// their stack is vLLM's fused qkv_proj weight); otherwise "<name without
+// .input>.weight". nullopt if none is found; InputError if one found does
+// not have d columns.
+std::optional<Tensor> find_weights(const Dump& weights, std::string_view activation_name, int64_t d);
+
+// Seeded synthetic weights N(0, 1/d), n x d (analysis.md §8.2), rounded to fp32.
+Tensor synthetic_weights(int64_t n, int64_t d, uint64_t seed);
+
+}  // namespace fp4emu::analysis

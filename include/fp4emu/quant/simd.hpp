@@ -1,0 +1,55 @@
+#pragma once
+// The fast path (src/quant/simd/): Highway SIMD block kernels chosen at run
+// time for the CPU, and an OpenMP tensor driver over runs of blocks. It gives
+// the same bits as the scalar reference for the recipes and options it
+// covers; quantize/fake_quant/dequantize (quantize.hpp) use it automatically
+// there. These entry points are for the dispatcher, tests and benchmarks.
+//
+// Covered: hif4.v14, hif4.a6, mxfp4.ocp, mxfp4.rceil, mxfp4.ceil, mxfp4.even,
+// nvfp4.te (every element rounding each allows, every nibble and scale-bit
+// order, any axis); dequantize of every recipe except hif4.v12_pow2 and the
+// ggml recipes. Deterministic: the output does not depend on the thread count.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp4emu/quant/packed_tensor.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/tensor.hpp"
+
+namespace fp4emu::simd {
+
+enum class Operation : uint8_t { fake_quant, quantize, dequantize };
+
+// Empty when the fast path covers the recipe with these options; otherwise
+// the reason, as a phrase ("recipe mxfp4.ggml has no fast kernel").
+std::string fast_path_gap(const ResolvedOptions& o, Operation op);
+std::string fast_dequantize_gap(const PackedTensor& p);
+
+// threads <= 0: OpenMP's default (OMP_NUM_THREADS, else every core).
+int thread_count(int threads);
+
+// Preconditions: fast_path_gap(o, op) is empty and x passed the checks of
+// quantize.cpp (size, bf16 values for hif4.a6).
+void fake_quant(const Tensor& x, const ResolvedOptions& o, int threads, Tensor& out);
+// Fills the codes, scales and per-tensor fields of `p`, whose header
+// (shape, rows, padded_len, packing, buffer sizes) the caller has set.
+void quantize(const Tensor& x, const ResolvedOptions& o, int threads, PackedTensor& p);
+// Precondition: fast_dequantize_gap(p) is empty and p is consistent.
+void dequantize(const PackedTensor& p, int threads, Tensor& out);
+
+// True when every value is exactly a bf16 (the fast hif4.a6 kernel computes
+// bf16 products exactly in fp32, which needs bf16 operands).
+bool all_bf16_exact(const std::vector<float>& x);
+
+// ---- Highway targets (tests and benchmarks) ----------------------------------
+// The targets compiled into the kernels that this CPU supports (Highway's
+// HWY_* bits), best first is not implied.
+std::vector<int64_t> compiled_targets();
+std::string target_name(int64_t target);
+// The target HWY_DYNAMIC_DISPATCH uses now.
+std::string dispatched_target();
+// Restricts dispatch to `target` (hwy::SetSupportedTargetsForTest); 0 undoes it.
+void force_target(int64_t target);
+
+}  // namespace fp4emu::simd

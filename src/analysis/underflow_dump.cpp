@@ -1,0 +1,174 @@
+// Activation dumps for the studies: tensor selection, layer/kind naming
+// (analysis.md §1.3, §7.2) and deduplication of shared layer inputs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include "fp4emu/analysis/underflow.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/array.hpp"
+
+namespace fp4emu::analysis {
+namespace {
+
+constexpr std::string_view kKinds[] = {"qkv_in", "o_in", "gateup_in", "down_in"};
+
+// Dot- or slash-separated parts of a tensor name.
+std::vector<std::string_view> name_parts(std::string_view name) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= name.size(); ++i)
+    if (i == name.size() || name[i] == '.' || name[i] == '/') {
+      if (i > start) parts.push_back(name.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() < 9 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(c); });
+}
+
+std::optional<InputDType> float_dtype(io::DType d) {
+  switch (d) {
+    case io::DType::f32: return InputDType::f32;
+    case io::DType::bf16: return InputDType::bf16;
+    case io::DType::f16: return InputDType::f16;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::span<const std::string_view> tensor_kinds() { return kKinds; }
+
+TensorRole parse_tensor_role(std::string_view name) {
+  TensorRole role;
+  const std::vector<std::string_view> parts = name_parts(name);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view p = parts[i];
+    // "layers.3", "layer.3", "h.3", "blocks.3", or "layer3" / "layers_3".
+    if (role.layer < 0 && i + 1 < parts.size() && all_digits(parts[i + 1]) &&
+        (p == "layers" || p == "layer" || p == "h" || p == "blocks" || p == "block"))
+      role.layer = std::stoi(std::string(parts[i + 1]));
+    for (std::string_view prefix : {"layers_", "layer_", "layers", "layer"})
+      if (role.layer < 0 && p.substr(0, prefix.size()) == prefix && all_digits(p.substr(prefix.size())))
+        role.layer = std::stoi(std::string(p.substr(prefix.size())));
+    static constexpr std::pair<std::string_view, std::string_view> kProj[] = {
+        {"q_proj", "q"},       {"k_proj", "k"},         {"v_proj", "v"},     {"qkv_proj", "qkv"},
+        {"o_proj", "o"},       {"gate_proj", "gate"},   {"up_proj", "up"},   {"gate_up_proj", "gate_up"},
+        {"down_proj", "down"}};
+    for (auto [token, proj] : kProj)
+      if (p == token) role.proj = std::string(proj);
+    for (std::string_view k : kKinds)
+      if (p == k) role.kind = std::string(k);
+  }
+  if (role.kind.empty() && !role.proj.empty()) {
+    const std::string& j = role.proj;
+    role.kind = (j == "q" || j == "k" || j == "v" || j == "qkv")       ? "qkv_in"
+                : j == "o"                                            ? "o_in"
+                : (j == "gate" || j == "up" || j == "gate_up")         ? "gateup_in"
+                                                                      : "down_in";
+  }
+  return role;
+}
+
+std::vector<const Recipe*> study_recipes(const std::vector<std::string>& formats,
+                                         const std::vector<std::string>& recipes, std::string_view scale_rule) {
+  if (!scale_rule.empty() && scale_rule != "ocp" && scale_rule != "ceil")
+    throw InputError(fmt::format("--scale-rule '{}' is unknown; use ocp (mxfp4.ocp) or ceil (mxfp4.ceil)", scale_rule));
+  std::vector<const Recipe*> out;
+  for (const std::string& id : recipes) {
+    const Recipe* r = find_recipe(id);
+    if (!r)
+      if (auto f = parse_format(id)) r = &default_recipe(*f);
+    if (!r) throw InputError(fmt::format("--recipe '{}' is unknown; see `fp4emu formats`", id));
+    out.push_back(r);
+  }
+  if (!out.empty()) return out;
+  const std::vector<std::string> names = formats.empty() ? std::vector<std::string>{"hif4", "mxfp4", "nvfp4"} : formats;
+  for (const std::string& name : names) {
+    const auto f = parse_format(name);
+    if (!f) throw InputError(fmt::format("--format '{}' is unknown; use hif4, mxfp4 or nvfp4", name));
+    // analysis.md's "ceil" rule, 2^ceil(log2(amax / 6)) (no block maximum
+    // saturates), is NVIDIA's RCEIL recipe; torchao's CEIL (ceil(log2 amax) - 2)
+    // is another rule, available as --recipe mxfp4.ceil.
+    if (*f == Format::mxfp4 && scale_rule == "ceil") out.push_back(find_recipe("mxfp4.rceil"));
+    else out.push_back(&default_recipe(*f));
+  }
+  return out;
+}
+
+MatrixShape as_matrix(const Tensor& x) {
+  if (x.shape.empty()) throw InputError("tensor has rank 0 (a scalar); the studies need a tokens x features matrix");
+  MatrixShape m;
+  m.cols = x.shape.back();
+  m.rows = m.cols ? x.numel() / m.cols : 0;
+  return m;
+}
+
+Dump::Dump(const std::filesystem::path& path, const std::vector<std::string>& globs)
+    : path_(path), file_(std::make_unique<io::TensorFile>(path)) {
+  const std::vector<io::TensorInfo>& infos = file_->tensors();
+  for (size_t i : io::select_tensors(*file_, globs)) {
+    const io::TensorInfo& info = infos[i];
+    if (!float_dtype(info.dtype)) continue;  // codes, scales, token ids: not activations
+    io::Array probe;
+    probe.shape = info.shape;
+    if (info.shape.empty() || probe.numel() == 0)
+      throw InputError(fmt::format("{}: tensor {} has shape {}; the studies need a non-empty tokens x features "
+                                   "matrix (leave it out with --tensor)",
+                                   path.string(), info.name, io::shape_string(info.shape)));
+    // q/k/v and gate/up read the same input (analysis.md §1.3): keep the first.
+    const TensorRole role = parse_tensor_role(info.name);
+    std::optional<size_t> same;
+    for (size_t k : selected_) {
+      const io::TensorInfo& o = infos[k];
+      const TensorRole kr = parse_tensor_role(o.name);
+      if (role.kind.empty() || role.layer != kr.layer || role.kind != kr.kind || o.dtype != info.dtype ||
+          o.shape != info.shape)
+        continue;
+      const io::TensorBytes a = file_->bytes(i), b = file_->bytes(k);
+      if (std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin(), b.bytes().end())) {
+        same = k;
+        break;
+      }
+    }
+    if (same)
+      aliases_.push_back(info.name + " = " + infos[*same].name);
+    else
+      selected_.push_back(i);
+  }
+  if (selected_.empty())
+    throw InputError(fmt::format("{}: none of the selected tensors holds floats (f32, bf16 or f16); the studies "
+                                 "read activation tensors",
+                                 path.string()));
+}
+
+Dump::~Dump() = default;
+
+const std::map<std::string, std::string>& Dump::metadata() const { return file_->metadata(); }
+
+const std::string& Dump::name(size_t i) const { return file_->tensors()[selected_.at(i)].name; }
+
+std::optional<size_t> Dump::find(std::string_view name) const {
+  for (size_t i = 0; i < selected_.size(); ++i)
+    if (file_->tensors()[selected_[i]].name == name) return i;
+  return std::nullopt;
+}
+
+DumpTensor Dump::load(size_t i) const {
+  const io::TensorInfo& info = file_->tensors()[selected_.at(i)];
+  DumpTensor t;
+  t.name = info.name;
+  t.dtype = *float_dtype(info.dtype);
+  t.x.shape = info.shape;
+  t.x.data.resize(size_t(t.x.numel()));
+  const io::TensorBytes bytes = file_->bytes(selected_[i]);
+  io::widen_to_f32(info.dtype, bytes.bytes(), t.x.data, fmt::format("{} tensor {}", path_.string(), info.name));
+  return t;
+}
+
+}  // namespace fp4emu::analysis

@@ -1,0 +1,143 @@
+// The GEMM API (gemm.hpp): checks, the choice of model form, the epilogue.
+#include "fp4emu/gemm/gemm.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "fp4emu/error.hpp"
+#include "models.hpp"
+
+namespace fp4emu {
+namespace {
+
+using namespace gemm_detail;
+
+const Recipe* nvfp4_recipe(const GemmOperand& o) {
+  if (!o.packed() || o.packed()->format != Format::nvfp4) return nullptr;
+  return find_recipe(o.packed()->recipe_id);
+}
+
+bool nvfp4_two_level(const Recipe* r) {
+  return r && r->nv.rule != NvScaleRule::torchao_1l && r->nv.rule != NvScaleRule::ggml;
+}
+
+// TE computes alpha' from the global amaxes (nvfp4.md §7.1); te_2d is rule te.
+bool te_family(const Recipe* r) {
+  return r && (r->nv.rule == NvScaleRule::te || r->nv.rule == NvScaleRule::te_4over6);
+}
+
+}  // namespace
+
+std::string_view to_string(GemmModel m) {
+  switch (m) {
+    case GemmModel::exact: return "exact";
+    case GemmModel::block_fp32: return "block_fp32";
+    case GemmModel::fma_fp32: return "fma_fp32";
+    case GemmModel::fast: return "fast";
+  }
+  return "?";
+}
+
+std::optional<GemmModel> parse_gemm_model(std::string_view name) {
+  for (GemmModel m : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::optional<float> gemm_alpha(const GemmOperand& a, const GemmOperand& b, std::optional<float> alpha) {
+  const Recipe* ra = nvfp4_recipe(a);
+  const Recipe* rb = nvfp4_recipe(b);
+  const float al = alpha.value_or(1.0f);
+  if (te_family(ra) && te_family(rb)) {
+    // TE: alpha' = fp32(fp32(fp32(alpha·G_A)·G_B)·fp32(1/(36·M_A·M_B))), left
+    // to right. 36·M_A·M_B is exact in fp32 (M = 448 or 256), so the fp32
+    // division is the one rounding of the constant.
+    const float constant = 1.0f / (36.0f * ra->nv.tensor_scale_e4m3_max * rb->nv.tensor_scale_e4m3_max);
+    const float t = al * a.packed()->global_amax;
+    const float u = t * b.packed()->global_amax;
+    return u * constant;
+  }
+  if (nvfp4_two_level(ra) || nvfp4_two_level(rb)) {
+    const float sa = nvfp4_two_level(ra) ? a.packed()->global_decode_scale : 1.0f;
+    const float sb = nvfp4_two_level(rb) ? b.packed()->global_decode_scale : 1.0f;
+    const float t = al * sa;
+    return t * sb;
+  }
+  return alpha;
+}
+
+Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions& options) {
+  if (options.blocks_per_step < 1)
+    throw InputError(fmt::format("blocks per step is {}; it must be at least 1", options.blocks_per_step));
+  if (options.blocks_per_step != 1 && options.model != GemmModel::block_fp32)
+    throw InputError(fmt::format("blocks per step ({}) applies to the block_fp32 model only, not to {}",
+                                 options.blocks_per_step, to_string(options.model)));
+  if (!a_in.packed() && !b_in.packed())
+    throw InputError("both operands are dense; at least one must be packed (quantized) for a block-scaled GEMM");
+  // threads = 0: OpenMP's default, but one thread for products too small to
+  // amortise a parallel region (on a busy machine a region costs milliseconds).
+  const auto dim = [](const GemmOperand& o, size_t d) -> int64_t {
+    const std::vector<int64_t>& shape = o.packed() ? o.packed()->shape : o.dense()->shape;
+    return d < shape.size() ? shape[d] : 0;  // bad shapes are reported below
+  };
+  const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, 1);
+  const int threads = options.threads > 0 ? options.threads : work < (1 << 22) ? 1 : omp_get_max_threads();
+  const Operand a = make_operand(a_in, Side::a);
+  const Operand b = make_operand(b_in, Side::b);
+  if (a.k() != b.k())
+    throw InputError(fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(), a.k(),
+                                 b.k(), b.rows()));
+  if (a.is_packed && b.is_packed && a.packed.format != b.packed.format)
+    throw InputError(fmt::format("A is {} and B is {}: a block-scaled GEMM needs one format on both sides "
+                                 "(for mixed precision keep one operand dense)",
+                                 format_name(a.packed.format), format_name(b.packed.format)));
+  const int block = a.is_packed ? a.packed.block : b.packed.block;
+  const int64_t m = a.rows(), n = b.rows();
+
+  Tensor c;
+  c.shape = {m, n};
+  c.data.assign(m * n, 0.0f);
+  const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
+  switch (options.model) {
+    case GemmModel::fast:
+      eigen_gemm(to_fp32_rows(a), to_fp32_rows(b), m, n, a.k(), threads, c.data.data());
+      break;
+    case GemmModel::fma_fp32:
+      if (simd) {
+        simd_fma_gemm(to_fp32_rows(a), to_fp32_rows(b), m, n, a.k(), threads, c.data.data());
+      } else {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) c.data[i * n + j] = fma_fp32_dot(a, i, b, j);
+      }
+      break;
+    case GemmModel::exact:
+    case GemmModel::block_fp32:
+      if (simd && a.is_packed && b.is_packed) {
+        simd_packed_gemm(a.packed, b.packed, options.model, options.blocks_per_step, threads, c.data.data());
+        break;
+      }
+      // Dense operands and the scalar implementation: the scalar form per
+      // output (rows in parallel for `simd`; the order within an output is fixed).
+#pragma omp parallel for schedule(dynamic) num_threads(simd ? threads : 1)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c.data[i * n + j] = options.model == GemmModel::exact
+                                  ? exact_dot(a, i, b, j)
+                                  : block_fp32_dot(a, i, b, j, block, options.blocks_per_step);
+      break;
+  }
+
+  // Epilogue: one fp32 multiply by alpha' (nvfp4.md §7.3).
+  if (const std::optional<float> alpha = gemm_alpha(a_in, b_in, options.alpha))
+    for (float& v : c.data) v = *alpha * v;
+  return c;
+}
+
+PackedTensor gemm_quantized(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options,
+                            const QuantOptions& output) {
+  QuantOptions o = output;
+  o.axis = -1;
+  return quantize(gemm(a, b, options), o);
+}
+
+}  // namespace fp4emu

@@ -1,0 +1,37 @@
+#pragma once
+// The accumulation models (internal to src/gemm). Each model has one scalar
+// form, the specification in code (reference.cpp), and fast forms that must
+// give the same bits (simd.cpp, fast.cpp for Eigen). gemm.cpp chooses.
+#include <cstdint>
+
+#include "operand.hpp"
+
+namespace fp4emu::gemm_detail {
+
+// ---- Scalar forms: one output C[i, j] = Σ_k A[i, k]·B[k, j] -----------------
+// `a` row i and `b` row j (a column of B) run along k.
+
+// mxfp4.md §7.4 (1): the exact sum of every product, rounded once.
+float exact_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
+// mxfp4.md §7.4 (2), (3): steps of `block · blocks_per_step` elements summed
+// exactly and rounded to fp32, added into an fp32 accumulator in increasing k.
+float block_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j, int block, int blocks_per_step);
+// mxfp4.md §7.4 (4): acc = fma(a'_k, b'_k, acc) in increasing k.
+float fma_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
+
+// ---- Fast forms (write C, m×n row-major, before the epilogue) -------------
+
+// False on a target without integer-pair SIMD (HWY_SCALAR builds): use the
+// scalar forms.
+bool simd_kernels_available();
+// Packed × packed, exact or block_fp32: integer SIMD block dot products.
+void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel model, int blocks_per_step,
+                      int threads, float* c);
+// fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
+void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
+                   int threads, float* c);
+// `fast`: Eigen on the same fp32 operands.
+void eigen_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
+                int threads, float* c);
+
+}  // namespace fp4emu::gemm_detail

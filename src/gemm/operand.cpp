@@ -1,0 +1,248 @@
+// GEMM operands: checks and unpacking of the packed form into integers and
+// block units (operand.hpp).
+#include "operand.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+
+#include "fp4emu/codec/minifloat.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/quant/reference.hpp"
+
+namespace fp4emu::gemm_detail {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Which axis of each operand is k (gemm.hpp).
+int k_axis(Side side) { return side == Side::a ? 1 : 0; }
+
+// Codes of one packed row, one per byte (the packing of packed_tensor.hpp).
+void unpack_row_codes(const uint8_t* bytes, NibbleOrder order, int block, int64_t kpad, uint8_t* codes) {
+  switch (order) {
+    case NibbleOrder::low_first:
+      for (int64_t i = 0; i < kpad / 2; ++i) {
+        codes[2 * i] = bytes[i] & 0xF;
+        codes[2 * i + 1] = bytes[i] >> 4;
+      }
+      return;
+    case NibbleOrder::high_first:
+      for (int64_t i = 0; i < kpad / 2; ++i) {
+        codes[2 * i] = bytes[i] >> 4;
+        codes[2 * i + 1] = bytes[i] & 0xF;
+      }
+      return;
+    case NibbleOrder::split_half: {
+      // ggml: byte j of a block holds elements j (low) and j + block/2 (high).
+      const int half = block / 2;
+      for (int64_t b = 0; b < kpad / block; ++b)
+        for (int j = 0; j < half; ++j) {
+          const uint8_t byte = bytes[b * half + j];
+          codes[b * block + j] = byte & 0xF;
+          codes[b * block + j + half] = byte >> 4;
+        }
+      return;
+    }
+  }
+}
+
+// Unit (value of N = 1) of every scale byte, from the recipe's reference
+// decoder: a block of element code 0x1 (E2M1 0.5 = N 1; S1P2 0.25 = N 1) with
+// that scale byte and, for HiF4, no L2/L3 bits. NVFP4 decodes with S_dec = 1:
+// the per-tensor scale is applied once after accumulation (gemm_alpha).
+std::array<float, 256> unit_table(const Recipe& recipe, const PackedTensor& p) {
+  std::array<float, 256> table{};
+  std::array<uint8_t, 64> codes;
+  codes.fill(0x1);
+  std::array<float, 64> out{};
+  for (int c = 0; c < 256; ++c) {
+    const auto byte = static_cast<uint8_t>(c);
+    switch (recipe.format) {
+      case Format::mxfp4: reference::mxfp4_decode_block(recipe, byte, codes.data(), out.data()); break;
+      case Format::nvfp4:
+        reference::nvfp4_decode_block(recipe, reference::NvTensorScale{p.global_amax, 1.0f, 1.0f}, byte,
+                                      codes.data(), out.data());
+        break;
+      case Format::hif4: reference::hif4_decode_block(recipe, byte, codes.data(), out.data()); break;
+    }
+    table[c] = out[0];
+  }
+  return table;
+}
+
+// Integer N of each element code with no micro-exponent: 2·E2M1 or 4·S1P2.
+std::array<int8_t, 16> integer_table(Format f) {
+  std::array<int8_t, 16> t{};
+  for (uint8_t c = 0; c < 16; ++c)
+    t[c] = static_cast<int8_t>(f == Format::hif4 ? 4.0f * s1p2_decode(c) : 2.0f * e2m1_decode(c));
+  return t;
+}
+
+void check_packed(const PackedTensor& p, const Recipe* recipe, Side side) {
+  const std::string what = fmt::format("operand {} (packed, recipe {})", side_name(side), p.recipe_id);
+  if (!recipe)
+    throw InputError(fmt::format("operand {}: packed tensor names unknown recipe '{}'", side_name(side),
+                                 p.recipe_id));
+  if (p.format != recipe->format || p.block_size != block_size(recipe->format))
+    throw InputError(fmt::format("{}: metadata is inconsistent (format {}, block {})", what,
+                                 format_name(p.format), p.block_size));
+  if (p.shape.size() != 2)
+    throw InputError(fmt::format("{}: shape {} is not a matrix; a GEMM operand has rank 2 ({} is {})", what,
+                                 shape_string(p.shape), side_name(side), side == Side::a ? "m×k" : "k×n"));
+  const int axis = k_axis(side);
+  if (p.axis != axis)
+    throw InputError(fmt::format(
+        "{}: blocked along axis {}, but {} must be blocked along k, its axis {} ({} is {}); "
+        "quantize it with --axis {}",
+        what, p.axis, side_name(side), axis, side_name(side), side == Side::a ? "m×k" : "k×n", axis));
+  const int64_t rows = p.shape[1 - axis], k = p.shape[axis];
+  const int64_t padded = (k + p.block_size - 1) / p.block_size * p.block_size;
+  if (rows <= 0 || k <= 0 || p.rows != rows || p.axis_len != k || p.padded_len != padded)
+    throw InputError(fmt::format("{}: metadata is inconsistent: rows {} / axis_len {} / padded_len {} do not "
+                                 "match shape {} blocked along axis {}",
+                                 what, p.rows, p.axis_len, p.padded_len, shape_string(p.shape), axis));
+  if (p.codes.size() != static_cast<size_t>(rows * padded / 2))
+    throw InputError(fmt::format("{}: {} code bytes, shape {} needs {}", what, p.codes.size(),
+                                 shape_string(p.shape), rows * padded / 2));
+  const int64_t scale_bytes = scale_bytes_per_block(p.format);
+  if (p.scales.size() != static_cast<size_t>(rows * (padded / p.block_size) * scale_bytes))
+    throw InputError(fmt::format("{}: {} scale bytes, shape {} needs {}", what, p.scales.size(),
+                                 shape_string(p.shape), rows * (padded / p.block_size) * scale_bytes));
+}
+
+}  // namespace
+
+std::string_view side_name(Side s) { return s == Side::a ? "A" : "B"; }
+
+Dyadic split_fp32(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t field = (bits >> 23) & 0xFF;
+  int64_t m = bits & 0x7FFFFF;
+  int e = -149;
+  if (field != 0) {
+    m |= 0x800000;
+    e = static_cast<int>(field) - 150;
+  }
+  if (m == 0) return {0, 0};
+  const int tz = std::countr_zero(static_cast<uint64_t>(m));
+  m >>= tz;
+  e += tz;
+  return {(bits >> 31) ? -m : m, e};
+}
+
+PackedOperand unpack_operand(const PackedTensor& p, Side side) {
+  const Recipe* recipe = find_recipe(p.recipe_id);
+  check_packed(p, recipe, side);
+  PackedOperand o;
+  o.format = p.format;
+  o.rows = p.rows;
+  o.k = p.axis_len;
+  o.kpad = p.padded_len;
+  o.block = p.block_size;
+  o.blocks = p.blocks_per_row();
+
+  const std::array<float, 256> units = unit_table(*recipe, p);
+  const std::array<int8_t, 16> integers = integer_table(p.format);
+  const int scale_bytes = scale_bytes_per_block(p.format);
+
+  o.n.assign(o.rows * o.kpad, 0);
+  o.unit.resize(o.rows * o.blocks);
+  o.unit_m.resize(o.rows * o.blocks);
+  o.unit_e.resize(o.rows * o.blocks);
+  std::vector<uint8_t> codes(o.kpad);
+  for (int64_t r = 0; r < o.rows; ++r) {
+    unpack_row_codes(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
+    int8_t* row_n = o.n.data() + r * o.kpad;
+    for (int64_t b = 0; b < o.blocks; ++b) {
+      const uint8_t* s = p.scales.data() + o.block_index(r, b) * scale_bytes;
+      uint32_t word = s[0];
+      if (p.format == Format::hif4) {
+        uint32_t stored = 0;
+        for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
+        word = reference::hif4_word_from_stored(stored, p.scale_bit_order);
+      }
+      const float u = units[word & 0xFF];
+      if (std::isinf(u))
+        throw InputError(fmt::format(
+            "operand {} (recipe {}): row {} block {} has scale byte 0x{:02X}, whose unit is beyond fp32 range; "
+            "the recipe's quantizer never writes it (the file is damaged or hand-made)",
+            side_name(side), p.recipe_id, r, b, word & 0xFF));
+      o.unit[o.block_index(r, b)] = u;
+      const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
+      o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
+      o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
+      const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
+      const uint8_t* block_codes = codes.data() + b * o.block;
+      int8_t* block_n = row_n + b * o.block;
+      if (p.format != Format::hif4) {
+        for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
+      } else {
+        // hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
+        for (int j = 0; j < count; ++j)
+          block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
+                                           (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));
+      }
+    }
+  }
+  return o;
+}
+
+DenseOperand dense_operand(const Tensor& t, Side side) {
+  if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
+    throw InputError(fmt::format("operand {} (dense): shape {} is not a non-empty matrix ({} is {})",
+                                 side_name(side), shape_string(t.shape), side_name(side),
+                                 side == Side::a ? "m×k" : "k×n"));
+  if (static_cast<int64_t>(t.data.size()) != t.numel())
+    throw InputError(fmt::format("operand {} (dense): shape {} needs {} values, the tensor holds {}",
+                                 side_name(side), shape_string(t.shape), t.numel(), t.data.size()));
+  DenseOperand d;
+  if (side == Side::a) {
+    d.rows = t.shape[0];
+    d.k = t.shape[1];
+    d.values = t.data;
+  } else {
+    d.k = t.shape[0];
+    d.rows = t.shape[1];
+    d.values.resize(t.data.size());
+    for (int64_t kk = 0; kk < d.k; ++kk)
+      for (int64_t j = 0; j < d.rows; ++j) d.values[j * d.k + kk] = t.data[kk * d.rows + j];
+  }
+  return d;
+}
+
+Operand make_operand(const GemmOperand& op, Side side) {
+  Operand o;
+  if (op.packed()) {
+    o.is_packed = true;
+    o.packed = unpack_operand(*op.packed(), side);
+  } else if (op.dense()) {
+    o.dense = dense_operand(*op.dense(), side);
+  } else {
+    throw InputError(fmt::format("operand {} is empty", side_name(side)));
+  }
+  return o;
+}
+
+std::vector<float> to_fp32_rows(const Operand& o) {
+  if (!o.is_packed) return o.dense.values;
+  const PackedOperand& p = o.packed;
+  std::vector<float> out(p.rows * p.k);
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      // element_fp32, a block at a time
+      const float u = p.unit[p.block_index(r, b)];
+      const int64_t k0 = b * p.block, k1 = std::min(p.k, k0 + p.block);
+      for (int64_t kk = k0; kk < k1; ++kk) out[r * p.k + kk] = static_cast<float>(p.n[r * p.kpad + kk]) * u;
+    }
+  return out;
+}
+
+}  // namespace fp4emu::gemm_detail

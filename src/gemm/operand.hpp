@@ -1,0 +1,78 @@
+#pragma once
+// GEMM operands in the form the models read (internal to src/gemm).
+//
+// A packed operand becomes rows of integers N (a row of A, or a column of B:
+// both run along k) and one unit per block, the exact value of N = 1
+// (gemm.hpp). Units come from the recipe's own reference block decoder, so
+// every recipe quirk (ggml's 0xFF and 0x7F, V12's power-of-two byte) is read
+// from one place; the integers come from the element codecs.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "fp4emu/gemm/gemm.hpp"
+
+namespace fp4emu::gemm_detail {
+
+enum class Side : uint8_t { a, b };
+std::string_view side_name(Side s);  // "A" or "B"
+
+// A finite dyadic rational m·2^e (m = 0 for zero), or a special.
+struct Dyadic {
+  int64_t m = 0;
+  int e = 0;
+};
+// Splits a finite fp32 value exactly: x = m·2^e with m odd, or m = 0.
+Dyadic split_fp32(float x);
+
+struct PackedOperand {
+  Format format = Format::mxfp4;
+  int64_t rows = 0;    // m for A, n for B
+  int64_t k = 0;
+  int64_t kpad = 0;    // k rounded up to the block
+  int block = 0;
+  int64_t blocks = 0;  // kpad / block
+  std::vector<int8_t> n;       // rows × kpad integers, 0 beyond k
+  std::vector<float> unit;     // rows × blocks; NaN marks a NaN block
+  std::vector<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
+  std::vector<int16_t> unit_e;
+
+  int64_t block_index(int64_t row, int64_t kb) const { return row * blocks + kb; }
+};
+
+// Checks that `p` is a consistent packed tensor of the given side (A: [m, k]
+// blocked along axis 1; B: [k, n] blocked along axis 0) and unpacks it. The
+// padding beyond k reads as 0 whatever its bytes (the GEMM's k is the logical k).
+PackedOperand unpack_operand(const PackedTensor& p, Side side);
+
+// Dense operand as rows along k (A: its rows; B: its columns), fp32 values.
+struct DenseOperand {
+  int64_t rows = 0;
+  int64_t k = 0;
+  std::vector<float> values;  // rows × k
+};
+DenseOperand dense_operand(const Tensor& t, Side side);
+
+// Either kind, with the shape facts the driver needs.
+struct Operand {
+  bool is_packed = false;
+  PackedOperand packed;
+  DenseOperand dense;
+  int64_t rows() const { return is_packed ? packed.rows : dense.rows; }
+  int64_t k() const { return is_packed ? packed.k : dense.k; }
+};
+Operand make_operand(const GemmOperand& op, Side side);
+
+// fp32 value of element kk of row r: fp32(N·unit) for packed operands (one
+// rounding; only an MXFP4 element beyond fp32 range rounds, to ±Inf).
+inline float element_fp32(const Operand& o, int64_t r, int64_t kk) {
+  if (!o.is_packed) return o.dense.values[r * o.dense.k + kk];
+  const PackedOperand& p = o.packed;
+  return static_cast<float>(p.n[r * p.kpad + kk]) * p.unit[p.block_index(r, kk / p.block)];
+}
+
+// Rows of fp32 values (element_fp32), row-major rows × k: the operands of the
+// fma_fp32 and fast models.
+std::vector<float> to_fp32_rows(const Operand& o);
+
+}  // namespace fp4emu::gemm_detail

@@ -1,0 +1,397 @@
+// `golden generate`: runs every case through the reference quantizer and
+// writes the suite (golden/README.md describes the files).
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <exception>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/sha256.hpp"
+#include "fp4emu/golden/suite.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/version.hpp"
+#include "generator.hpp"
+#include "packing.hpp"
+
+namespace fp4emu::golden {
+namespace {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::string hex_float(float v) { return fmt::format("{:a}", v); }
+
+std::string_view dtype_name(InputDType d) {
+  switch (d) {
+    case InputDType::f32: return "f32";
+    case InputDType::bf16: return "bf16";
+    case InputDType::f16: return "f16";
+  }
+  return "?";
+}
+
+struct OutFile {
+  std::string name;  // within the case directory
+  std::string role;  // input | output | text
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+OutFile npy_file(std::string name, std::string role, const io::Array& a) {
+  return {std::move(name), std::move(role), std::string(io::dtype_name(a.dtype)), a.shape, io::encode_npy(a)};
+}
+
+std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
+  std::vector<int64_t> s;
+  for (size_t d = 0; d < p.shape.size(); ++d)
+    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
+  s.push_back(last);
+  return s;
+}
+
+// One line per block: "index row block | input words | scale | codes", hex.
+std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vector<float>& x) {
+  const InputGrid g{c.options.input_dtype};
+  const CaseGeometry geo(p.shape, p.axis, p.block_size, p.nibble_order);
+  const int sb = scale_bytes_per_block(p.format);
+  const char* scale_kind = p.format == Format::hif4    ? "HiF4 scale word, u32: E6M2 | L2 << 8 | L3 << 16"
+                           : p.format == Format::mxfp4 ? "E8M0 code"
+                                                       : "UE4M3 code";
+  std::string s = fmt::format("# fp4emu golden blocks: {} (recipe {}, input {}, block {})\n", c.id, p.recipe_id,
+                              dtype_name(c.options.input_dtype), p.block_size);
+  if (p.format == Format::nvfp4)
+    s += fmt::format("# per-tensor scale: global_amax {} S_enc {} S_dec {}\n", hex_float(p.global_amax),
+                     hex_float(p.global_encode_scale), hex_float(p.global_decode_scale));
+  s += fmt::format("# block row block_in_row | input words ({} bits, element 0 first, '-' = padding) | scale ({}) | "
+                   "codes (one hex digit per element, element 0 first)\n",
+                   g.hex_digits() * 4, scale_kind);
+  const int64_t blocks = geo.blocks_per_row();
+  const uint8_t* codes = p.codes.data();
+  for (int64_t row = 0; row < geo.rows(); ++row)
+    for (int64_t b = 0; b < blocks; ++b) {
+      s += fmt::format("{} {} {} |", row * blocks + b, row, b);
+      for (int j = 0; j < p.block_size; ++j) {
+        const int64_t k = b * p.block_size + j;
+        if (k < geo.axis_len)
+          s += fmt::format(" {:0{}x}", g.bits(x[geo.value_index(row, k)]), g.hex_digits());
+        else
+          s += fmt::format(" {:->{}}", "", g.hex_digits());
+      }
+      uint32_t scale = 0;
+      for (int i = 0; i < sb; ++i) scale |= static_cast<uint32_t>(p.scales[(row * blocks + b) * sb + i]) << (8 * i);
+      s += fmt::format(" | {:0{}x} | ", scale, 2 * sb);
+      for (int j = 0; j < p.block_size; ++j) {
+        const CaseGeometry::Slot sl = geo.slot(b, j);
+        const uint8_t byte = codes[row * geo.row_bytes() + sl.byte];
+        s += fmt::format("{:x}", sl.high ? byte >> 4 : byte & 0xF);
+      }
+      s += "\n";
+    }
+  return s;
+}
+
+struct CaseOutput {
+  ojson meta;
+  int files = 0;
+  int64_t bytes = 0;
+  std::vector<std::pair<std::string, std::string>> sums;  // relative path, sha256
+};
+
+// Builds the case's files, writes them under `stage`, returns its manifest entry.
+CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
+  const std::vector<float> x = c.make();
+  Tensor t;
+  t.shape = c.shape;
+  t.data = x;
+  std::vector<OutFile> files;
+  const InputGrid g{c.options.input_dtype};
+  if (c.options.input_dtype == InputDType::bf16) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = static_cast<uint16_t>(g.bits(x[i]));
+    files.push_back(npy_file("input.npy", "input", io::from_bf16_bits(c.shape, bits)));
+  } else {
+    files.push_back(npy_file("input.npy", "input", io::from_f32(c.shape, x)));
+  }
+
+  ojson meta;
+  meta["id"] = c.id;
+  meta["family"] = c.family;
+  meta["probes"] = c.probes;
+  meta["format"] = std::string(format_name(c.recipe->format));
+  meta["recipe"] = std::string(c.recipe->id);
+  // (An expect-error case's own options are rejected; its other fields are
+  // resolved as if padded.)
+  QuantOptions resolvable = c.options;
+  if (c.expect_error) resolvable.tail = TailPolicy::pad;
+  const ResolvedOptions o = resolve_options(resolvable, c.shape);
+  ojson opt;
+  opt["axis"] = o.axis;
+  opt["tail"] = std::string(to_string(c.expect_error ? *c.options.tail : o.tail));
+  opt["rounding"] = std::string(to_string(o.rounding));
+  opt["nibble_order"] = std::string(to_string(o.nibble_order));
+  opt["scale_bit_order"] = c.recipe->format == Format::hif4 ? ojson(std::string(to_string(o.scale_bit_order))) : ojson();
+  std::vector<std::string> layouts{"linear"};
+  for (StoredScaleLayout l : c.layouts) layouts.emplace_back(to_string(l));
+  opt["scale_layouts"] = layouts;
+  opt["global_amax"] = o.global_amax ? ojson(hex_float(*o.global_amax)) : ojson();
+  meta["options"] = opt;
+  meta["input_dtype"] = std::string(dtype_name(c.options.input_dtype));
+  meta["shape"] = c.shape;
+  const int block = block_size(c.recipe->format);
+  const CaseGeometry geo(c.shape, o.axis, block, o.nibble_order);
+  meta["block_size"] = block;
+  meta["rows"] = geo.rows();
+  meta["padded_len"] = geo.padded_len;
+  meta["blocks_per_row"] = geo.blocks_per_row();
+
+  if (c.expect_error) {
+    std::string message;
+    try {
+      (void)quantize(t, c.options);
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    if (message.empty()) throw std::logic_error(c.id + ": the reference accepted an input the case expects rejected");
+    meta["expect"] = "error";
+    meta["error"] = message;
+  } else {
+    const PackedTensor p = quantize(t, c.options);
+    const Tensor dq = dequantize(p, kReferenceDequant);
+    meta["expect"] = "output";
+    files.push_back(npy_file("codes.npy", "output", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes)));
+    if (p.format == Format::hif4) {
+      std::vector<uint32_t> words(p.num_blocks());
+      for (size_t i = 0; i < words.size(); ++i)
+        for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+      files.push_back(npy_file("scales.npy", "output", io::from_u32(rows_shape(p, p.blocks_per_row()), words)));
+    } else {
+      files.push_back(npy_file("scales.npy", "output", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales)));
+    }
+    for (StoredScaleLayout l : c.layouts)
+      files.push_back(npy_file(fmt::format("scales_{}.npy", to_string(l)), "output",
+                               io::from_u8(stored_scales_shape(p, l), store_scales(p, l))));
+    if (p.format == Format::nvfp4) {
+      const float gs[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+      files.push_back(npy_file("global_scale.npy", "output", io::from_f32({3}, gs)));
+      meta["global_scale"] = {{"amax", hex_float(p.global_amax)},
+                              {"encode", hex_float(p.global_encode_scale)},
+                              {"decode", hex_float(p.global_decode_scale)}};
+    }
+    files.push_back(npy_file("dequant.npy", "output", io::from_f32(dq.shape, dq.data)));
+    // A block whose every element decodes to NaN has a NaN scale (no element
+    // code is NaN in these formats): its element codes are fp4emu's
+    // convention, not any library's bits (golden/README.md).
+    std::vector<int64_t> nan_blocks;
+    for (int64_t row = 0; row < geo.rows(); ++row)
+      for (int64_t b = 0; b < geo.blocks_per_row(); ++b) {
+        bool all_nan = true;
+        for (int64_t k = b * block; k < std::min<int64_t>((b + 1) * block, geo.axis_len); ++k)
+          all_nan = all_nan && std::isnan(dq.data[geo.value_index(row, k)]);
+        if (all_nan) nan_blocks.push_back(row * geo.blocks_per_row() + b);
+      }
+    meta["nan_scale_blocks"] = nan_blocks;
+    if (c.blocks_txt) {
+      const std::string text = blocks_text(c, p, x);
+      files.push_back({"blocks.txt", "text", "", {}, std::vector<uint8_t>(text.begin(), text.end())});
+    }
+  }
+
+  CaseOutput r;
+  const fs::path dir = stage / c.id;
+  fs::create_directories(dir);
+  ojson list = ojson::array();
+  for (const OutFile& f : files) {
+    const std::string rel = c.id + "/" + f.name;
+    std::ofstream out(stage / rel, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(f.bytes.data()), static_cast<std::streamsize>(f.bytes.size()));
+    out.close();
+    if (!out) throw InputError(fmt::format("{}: cannot write {}", stage.string(), rel));
+    const std::string sum = sha256_hex(f.bytes);
+    ojson entry;
+    entry["path"] = rel;
+    entry["role"] = f.role;
+    if (!f.dtype.empty()) {
+      entry["dtype"] = f.dtype;
+      entry["shape"] = f.shape;
+    }
+    entry["sha256"] = sum;
+    list.push_back(entry);
+    r.sums.push_back({rel, sum});
+    r.files += 1;
+    r.bytes += static_cast<int64_t>(f.bytes.size());
+  }
+  meta["files"] = list;
+  r.meta = std::move(meta);
+  return r;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw InputError(fmt::format("{}: cannot be written", path.string()));
+}
+
+// The suite directory may be replaced only when it is empty or a suite.
+void check_destination(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw InputError(fmt::format("--out {}: exists and is not a directory; choose a new directory name", out.string()));
+  if (fs::is_empty(out, ec) || fs::exists(out / "manifest.json", ec)) return;
+  throw InputError(fmt::format("--out {}: is a non-empty directory without a manifest.json; golden generate only "
+                               "replaces an empty directory or a previous suite",
+                               out.string()));
+}
+
+}  // namespace
+
+std::vector<std::string> selected_recipes(const GenerateOptions& options) {
+  std::vector<Format> formats;
+  for (const std::string& f : options.formats) {
+    const auto parsed = parse_format(f);
+    if (!parsed) throw InputError(fmt::format("--formats: unknown format '{}'; use hif4, mxfp4, nvfp4", f));
+    formats.push_back(*parsed);
+  }
+  auto format_ok = [&](Format f) { return formats.empty() || std::find(formats.begin(), formats.end(), f) != formats.end(); };
+  std::vector<std::string> wanted;
+  bool all = false;
+  for (const std::string& r : options.recipes) {
+    if (r == "all") {
+      all = true;
+      continue;
+    }
+    const Recipe* rec = find_recipe(r);
+    if (!rec) {
+      std::string ids;
+      for (const Recipe& x : all_recipes())
+        if (!x.fake_quant_only) ids += (ids.empty() ? "" : ", ") + std::string(x.id);
+      throw InputError(fmt::format("--recipes: unknown recipe '{}'; use 'all' or ids from: {}", r, ids));
+    }
+    if (rec->fake_quant_only)
+      throw InputError(fmt::format("--recipes: {} is fake-quant only (no codes exist to compare)", r));
+    wanted.push_back(r);
+  }
+  if (options.recipes.empty())
+    for (const char* r : kDefaultRecipes) wanted.emplace_back(r);
+  std::vector<std::string> out;
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only || !format_ok(r.format)) continue;
+    if (all || std::find(wanted.begin(), wanted.end(), r.id) != wanted.end()) out.emplace_back(r.id);
+  }
+  if (out.empty())
+    throw InputError(fmt::format("the selection --formats {} --recipes {} contains no recipe",
+                                 options.formats.empty() ? "(all)" : join(options.formats, ","),
+                                 options.recipes.empty() ? "(default)" : join(options.recipes, ",")));
+  return out;
+}
+
+std::string generator_command(const GenerateOptions& options) {
+  return fmt::format("fp4emu golden generate --out DIR --recipes {} --level {} --seed {}",
+                     join(selected_recipes(options), ","), options.level, options.seed);
+}
+
+GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& options) {
+  if (options.level < 1 || options.level > 3)
+    throw InputError(fmt::format("--level {} is invalid; use 1 (edges + small random), 2 (+ larger random) or 3 "
+                                 "(+ exhaustive bf16 sets)",
+                                 options.level));
+  const std::vector<std::string> recipes = selected_recipes(options);
+  check_destination(out);
+
+  std::vector<CaseSpec> cases;
+  for (const std::string& id : recipes)
+    for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed)) cases.push_back(std::move(c));
+
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  const fs::path stage = parent / fmt::format(".{}.tmp-golden-{}", out.filename().string(), getpid());
+  fs::remove_all(stage, ec);
+  if (!fs::create_directories(stage, ec))
+    throw InputError(fmt::format("--out {}: cannot create the staging directory {} ({})", out.string(),
+                                 stage.string(), ec.message()));
+  try {
+    std::vector<CaseOutput> results(cases.size());
+    std::vector<std::exception_ptr> errors(cases.size());
+    // Each case writes its own files and result slot: the bytes do not depend
+    // on the thread count or the order in which cases finish.
+    const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      try {
+        results[i] = realize(cases[i], stage);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+
+    GenerateSummary summary;
+    summary.cases = static_cast<int>(cases.size());
+    std::vector<std::pair<std::string, std::string>> sums;
+    // The manifest: top-level fields one per line, then one case per line so
+    // that a diff of two suites reads case by case.
+    ojson gen;
+    gen["command"] = generator_command(options);
+    gen["level"] = options.level;
+    gen["seed"] = std::to_string(options.seed);
+    gen["recipes"] = recipes;
+    gen["implementation"] = "reference";
+    std::string m = "{\n";
+    m += fmt::format("  \"schema\": {},\n", ojson(kSchemaName).dump());
+    m += fmt::format("  \"schema_version\": {},\n", kSchemaVersion);
+    m += fmt::format("  \"fp4emu_version\": {},\n", ojson(kVersion).dump());
+    m += fmt::format("  \"generator\": {},\n", gen.dump());
+    m += "  \"cases\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      m += "    " + results[i].meta.dump() + (i + 1 < results.size() ? ",\n" : "\n");
+      summary.files += results[i].files;
+      summary.bytes += results[i].bytes;
+      sums.insert(sums.end(), results[i].sums.begin(), results[i].sums.end());
+    }
+    m += "  ]\n}\n";
+    write_text(stage / "manifest.json", m);
+    sums.push_back({"manifest.json", sha256_hex({reinterpret_cast<const uint8_t*>(m.data()), m.size()})});
+    std::sort(sums.begin(), sums.end());
+    std::string sumfile;
+    for (const auto& [path, sum] : sums) sumfile += sum + "  " + path + "\n";
+    write_text(stage / "SHA256SUMS", sumfile);
+    summary.files += 2;
+    summary.bytes += static_cast<int64_t>(m.size() + sumfile.size());
+
+    // Swap the staged suite into place.
+    const fs::path old = parent / fmt::format(".{}.old-golden-{}", out.filename().string(), getpid());
+    const bool had_old = fs::exists(out, ec);
+    if (had_old) {
+      fs::rename(out, old, ec);
+      if (ec) throw InputError(fmt::format("--out {}: cannot move the previous suite aside ({})", out.string(), ec.message()));
+    }
+    fs::rename(stage, out, ec);
+    if (ec) {
+      if (had_old) fs::rename(old, out, ec);
+      throw InputError(fmt::format("--out {}: cannot move the new suite into place ({})", out.string(), ec.message()));
+    }
+    if (had_old) fs::remove_all(old, ec);
+    return summary;
+  } catch (...) {
+    fs::remove_all(stage, ec);
+    throw;
+  }
+}
+
+}  // namespace fp4emu::golden

@@ -1,0 +1,332 @@
+// Fast tensor driver: splits a tensor into runs of blocks and hands them to
+// the SIMD kernels (kernels.cpp) on OpenMP threads. Every run covers whole
+// blocks of one row, so each output byte is written by exactly one run and
+// the result is the same for any thread count.
+//
+// Blocks along the last axis are read in place. Along any other axis a tile
+// of up to kTileColumns neighbouring rows is transposed into a per-thread
+// buffer (reading kTileColumns consecutive floats per step of the axis), run
+// through the same kernels, and transposed back.
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fp4emu/quant/reference.hpp"
+#include "fp4emu/quant/simd.hpp"
+#include "kernels.hpp"
+
+namespace fp4emu::simd {
+namespace {
+
+constexpr int64_t kRunValues = 8192;   // values per work item along the axis (a multiple of every block)
+constexpr int64_t kTileColumns = 16;   // rows transposed together for a non-last axis
+constexpr int64_t kTileRunValues = 1024;
+constexpr int64_t kAmaxChunk = 1 << 16;
+// Below this many values per thread a parallel region costs more than it saves.
+constexpr int64_t kValuesPerThread = 1 << 16;
+
+// Threads worth starting for `values` values, at most `threads`.
+int threads_for(int64_t values, int threads) {
+  return static_cast<int>(std::clamp<int64_t>(values / kValuesPerThread, 1, threads));
+}
+
+// The kernel family that reproduces `r`, read from its parameters: recipes are
+// data, so a new recipe with the same parameters gets the fast path too.
+std::optional<KernelFamily> fast_kernel(const Recipe& r) {
+  switch (r.format) {
+    case Format::hif4: {
+      const Hif4Params& p = r.hif4;
+      if (p.arithmetic == Hif4Arithmetic::fp32 && p.scale_range == Hif4ScaleRange::clamp && !p.bf16_element_ratio &&
+          p.non_finite == NonFinitePolicy::torch && p.zero_sign == ZeroSign::sign_bit)
+        return KernelFamily::hif4_v14;
+      if (p.arithmetic == Hif4Arithmetic::bf16 && p.scale_range == Hif4ScaleRange::saturate_e6m2 &&
+          !p.bf16_element_ratio && p.non_finite == NonFinitePolicy::poison && p.zero_sign == ZeroSign::less_than_zero)
+        return KernelFamily::hif4_a6;
+      return std::nullopt;
+    }
+    case Format::mxfp4: {
+      const MxParams& p = r.mx;
+      if (p.element_select == MxElementSelect::convert && p.scale_range == MxScaleRange::clamp &&
+          p.nan_propagating_amax && p.scale_rule != MxScaleRule::log2f_floor)
+        return KernelFamily::mxfp4;
+      return std::nullopt;
+    }
+    case Format::nvfp4: {
+      const NvParams& p = r.nv;
+      if (p.rule == NvScaleRule::te && !p.tile_2d && p.amax_nan == NvAmaxNan::drop) return KernelFamily::nvfp4_te;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// Element roundings each kernel implements.
+bool kernel_rounds(KernelFamily f, Rounding r) {
+  switch (f) {
+    case KernelFamily::hif4_a6: return r == Rounding::rne || r == Rounding::rha;
+    case KernelFamily::nvfp4_te: return r == Rounding::rne || r == Rounding::rtz;
+    case KernelFamily::hif4_v14:
+    case KernelFamily::mxfp4: return r != Rounding::rtp;
+  }
+  return false;
+}
+
+// The tensor as rows along the block axis (packed_tensor.hpp).
+struct AxisView {
+  int64_t outer = 1, axis_len = 0, inner = 1;
+  int64_t rows() const { return outer * inner; }
+};
+AxisView axis_view(const std::vector<int64_t>& shape, int axis) {
+  AxisView v;
+  for (int d = 0; d < axis; ++d) v.outer *= shape[d];
+  v.axis_len = shape[axis];
+  for (size_t d = axis + 1; d < shape.size(); ++d) v.inner *= shape[d];
+  return v;
+}
+
+// One work item: `n` values of row `row` from axis position k0 (a multiple of
+// the block size).
+struct Run {
+  int64_t row, k0, n;
+};
+
+// Runs along the last axis, in place. When rows hold whole blocks the tensor
+// is one long row, so short rows do not cost a kernel call each.
+template <class Fn>
+void for_each_contiguous_run(const AxisView& v, int block, int threads, Fn&& fn) {
+  const bool whole_blocks = v.axis_len % block == 0;
+  const int64_t rows = whole_blocks ? 1 : v.rows();
+  const int64_t len = whole_blocks ? v.rows() * v.axis_len : v.axis_len;
+  const int64_t runs_per_row = (len + kRunValues - 1) / kRunValues;
+  const int64_t items = rows * runs_per_row;
+  threads = threads_for(v.rows() * v.axis_len, threads);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t row = item / runs_per_row;
+    const int64_t k0 = (item % runs_per_row) * kRunValues;
+    fn(Run{row, k0, std::min(kRunValues, len - k0)}, len);
+  }
+}
+
+// Tiles for a non-last axis: fn(outer, i0, columns, k0, n, buffer) with the
+// tile gathered as `columns` rows of n values at stride kTileRunValues.
+template <class Fn>
+void for_each_tile(const AxisView& v, int threads, Fn&& fn) {
+  const int64_t tiles = (v.inner + kTileColumns - 1) / kTileColumns;
+  const int64_t runs = (v.axis_len + kTileRunValues - 1) / kTileRunValues;
+  const int64_t items = v.outer * tiles * runs;
+  threads = threads_for(v.rows() * v.axis_len, threads);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> buffer(kTileColumns * kTileRunValues);
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t o = item / (tiles * runs);
+      const int64_t i0 = (item / runs) % tiles * kTileColumns;
+      const int64_t k0 = item % runs * kTileRunValues;
+      fn(o, i0, std::min(kTileColumns, v.inner - i0), k0, std::min(kTileRunValues, v.axis_len - k0), buffer.data());
+    }
+  }
+}
+
+// x[o, k0 + k, i0 + c] -> buffer[c * kTileRunValues + k]
+void gather_tile(const float* x, const AxisView& v, int64_t o, int64_t i0, int64_t columns, int64_t k0, int64_t n,
+                 float* buffer) {
+  for (int64_t k = 0; k < n; ++k) {
+    const float* src = x + ((o * v.axis_len + k0 + k) * v.inner + i0);
+    for (int64_t c = 0; c < columns; ++c) buffer[c * kTileRunValues + k] = src[c];
+  }
+}
+
+void scatter_tile(const float* buffer, const AxisView& v, int64_t o, int64_t i0, int64_t columns, int64_t k0,
+                  int64_t n, float* y) {
+  for (int64_t k = 0; k < n; ++k) {
+    float* dst = y + ((o * v.axis_len + k0 + k) * v.inner + i0);
+    for (int64_t c = 0; c < columns; ++c) dst[c] = buffer[c * kTileRunValues + k];
+  }
+}
+
+float global_abs_max(const std::vector<float>& x, int threads) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const int64_t chunks = (n + kAmaxChunk - 1) / kAmaxChunk;
+  std::vector<float> partial(chunks, 0.0f);
+  threads = threads_for(n, threads);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t c = 0; c < chunks; ++c)
+    partial[c] = abs_max_dropping_nan(x.data() + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
+  float best = 0.0f;
+  for (float p : partial) best = std::max(best, p);  // exact and order-free: no NaN here
+  return best;
+}
+
+KernelArgs kernel_args(const ResolvedOptions& o) {
+  KernelArgs k;
+  k.recipe = o.recipe;
+  k.family = *fast_kernel(*o.recipe);
+  k.rounding = o.rounding;
+  k.nibble_order = o.nibble_order;
+  k.scale_bit_order = o.scale_bit_order;
+  return k;
+}
+
+// NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
+// amax reduced in parallel.
+reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const Tensor& x, int threads, KernelArgs& k) {
+  const float g = o.global_amax ? *o.global_amax : global_abs_max(x.data, threads);
+  const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(*o.recipe, g);
+  // nvfp4.cpp quantize_te: m = fp32(S_enc * RN16), RN16 = fp32(1/6).
+  constexpr float kRN16 = 1.0f / 6.0f;
+  k.nv_encode_rn16 = ts.encode * kRN16;
+  k.nv_decode = ts.decode;
+  return ts;
+}
+
+}  // namespace
+
+std::string fast_path_gap(const ResolvedOptions& o, Operation op) {
+  const Recipe& r = *o.recipe;
+  if (op == Operation::dequantize) return "dequantize takes a packed tensor; use fast_dequantize_gap";
+  const std::optional<KernelFamily> family = fast_kernel(r);
+  if (!family) return fmt::format("recipe {} has no fast kernel", r.id);
+  if (!kernel_rounds(*family, o.rounding))
+    return fmt::format("the fast {} kernel has no element rounding '{}'", r.id, to_string(o.rounding));
+  return {};
+}
+
+std::string fast_dequantize_gap(const PackedTensor& p) {
+  const Recipe* r = find_recipe(p.recipe_id);
+  if (!r) return fmt::format("unknown recipe '{}'", p.recipe_id);
+  switch (r->format) {
+    case Format::hif4:
+      if (r->hif4.arithmetic == Hif4Arithmetic::pow2_v12)
+        return fmt::format("recipe {} (power-of-two scale byte) has no fast decoder", r->id);
+      return {};
+    case Format::mxfp4:
+      if (r->mx.element_select != MxElementSelect::convert)
+        return fmt::format("recipe {} (ggml's own decoder) has no fast decoder", r->id);
+      return {};
+    case Format::nvfp4:
+      if (r->nv.rule == NvScaleRule::ggml || r->nv.rule == NvScaleRule::modelopt_fq)
+        return fmt::format("recipe {} has no fast decoder", r->id);
+      return {};
+  }
+  return "unknown format";
+}
+
+int thread_count(int threads) { return threads > 0 ? threads : std::max(1, omp_get_max_threads()); }
+
+bool all_bf16_exact(const std::vector<float>& x) {
+  uint32_t low_bits = 0;  // any nonzero low half of a finite value
+  for (float v : x) {
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
+    low_bits |= finite ? (bits & 0xFFFFu) : 0u;
+  }
+  return low_bits == 0;
+}
+
+void fake_quant(const Tensor& x, const ResolvedOptions& o, int threads, Tensor& out) {
+  threads = thread_count(threads);
+  KernelArgs k = kernel_args(o);
+  if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, k);
+  const AxisView v = axis_view(x.shape, o.axis);
+  const int block = block_size(o.recipe->format);
+  out.shape = x.shape;
+  if (out.data.size() != x.data.size()) out.data.resize(x.data.size());
+  const float* in = x.data.data();
+  float* y = out.data.data();
+  if (v.inner == 1) {
+    for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
+      const int64_t offset = r.row * len + r.k0;
+      fake_quant_values(k, in + offset, y + offset, r.n);
+    });
+    return;
+  }
+  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+    gather_tile(in, v, o_, i0, columns, k0, n, buffer);
+    for (int64_t c = 0; c < columns; ++c) {
+      float* row = buffer + c * kTileRunValues;
+      fake_quant_values(k, row, row, n);
+    }
+    scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
+  });
+}
+
+void quantize(const Tensor& x, const ResolvedOptions& o, int threads, PackedTensor& p) {
+  threads = thread_count(threads);
+  KernelArgs k = kernel_args(o);
+  if (o.recipe->format == Format::nvfp4) {
+    const reference::NvTensorScale ts = nv_tensor_scale(o, x, threads, k);
+    p.global_amax = ts.global_amax;
+    p.global_encode_scale = ts.encode;
+    p.global_decode_scale = ts.decode;
+  }
+  const AxisView v = axis_view(x.shape, o.axis);
+  const int block = p.block_size;
+  const int scale_bytes = scale_bytes_per_block(o.recipe->format);
+  const int64_t blocks = p.blocks_per_row();
+  // Codes of row r at byte r * padded_len / 2, scales at block r * blocks:
+  // position k0 (a multiple of the block) of a row is byte k0 / 2, block k0 / block.
+  auto codes_at = [&](int64_t row, int64_t k0) { return p.codes.data() + row * (p.padded_len / 2) + k0 / 2; };
+  auto scales_at = [&](int64_t row, int64_t k0) {
+    return p.scales.data() + (row * blocks + k0 / block) * scale_bytes;
+  };
+  const float* in = x.data.data();
+  if (v.inner == 1) {
+    for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
+      // With whole blocks the packed rows are contiguous too: one long row.
+      quantize_values(k, in + r.row * len + r.k0, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+    });
+    return;
+  }
+  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+    gather_tile(in, v, o_, i0, columns, k0, n, buffer);
+    for (int64_t c = 0; c < columns; ++c) {
+      const int64_t row = o_ * v.inner + i0 + c;
+      quantize_values(k, buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
+    }
+  });
+}
+
+void dequantize(const PackedTensor& p, int threads, Tensor& out) {
+  threads = thread_count(threads);
+  const Recipe& r = *find_recipe(p.recipe_id);
+  KernelArgs k;
+  k.recipe = &r;
+  k.nibble_order = p.nibble_order;
+  k.scale_bit_order = p.scale_bit_order;
+  // nvfp4.cpp nvfp4_decode_block: single-level recipes decode with S_dec = 1.
+  k.nv_decode = r.nv.rule == NvScaleRule::torchao_1l ? 1.0f : p.global_decode_scale;
+  const AxisView v = axis_view(p.shape, p.axis);
+  const int block = p.block_size;
+  const int scale_bytes = scale_bytes_per_block(r.format);
+  const int64_t blocks = p.blocks_per_row();
+  auto codes_at = [&](int64_t row, int64_t k0) { return p.codes.data() + row * (p.padded_len / 2) + k0 / 2; };
+  auto scales_at = [&](int64_t row, int64_t k0) {
+    return p.scales.data() + (row * blocks + k0 / block) * scale_bytes;
+  };
+  out.shape = p.shape;
+  out.data.resize(v.rows() * v.axis_len);
+  float* y = out.data.data();
+  if (v.inner == 1) {
+    for_each_contiguous_run(v, block, threads, [&](const Run& run, int64_t len) {
+      dequantize_values(k, codes_at(run.row, run.k0), scales_at(run.row, run.k0), run.n, y + run.row * len + run.k0);
+    });
+    return;
+  }
+  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+    for (int64_t c = 0; c < columns; ++c) {
+      const int64_t row = o_ * v.inner + i0 + c;
+      dequantize_values(k, codes_at(row, k0), scales_at(row, k0), n, buffer + c * kTileRunValues);
+    }
+    scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
+  });
+}
+
+}  // namespace fp4emu::simd

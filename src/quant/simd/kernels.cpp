@@ -1,0 +1,236 @@
+// The one dynamic-dispatch point of the fast path: per-target entry points
+// over runs of blocks, compiled for every Highway target attainable on the
+// architecture (scalar fallback included, so that the tests can prove each
+// one against the reference), and chosen at run time by HWY_DYNAMIC_DISPATCH.
+#ifndef HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_COMPILE_ALL_ATTAINABLE
+#endif
+#undef HWY_TARGET_INCLUDE
+// This file, found through the library's include/ directory (src/ is not on
+// the include path; foreach_target.h includes it once per target).
+#define HWY_TARGET_INCLUDE "../src/quant/simd/kernels.cpp"
+#include "hwy/foreach_target.h"      // IWYU pragma: keep
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "fp4emu/quant/reference.hpp"
+#include "fp4emu/quant/simd.hpp"
+#include "hif4-inl.h"
+#include "hwy/highway.h"
+#include "kernels.hpp"
+#include "mxfp4-inl.h"
+#include "nvfp4-inl.h"
+#include "pack-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fp4emu::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Calls f(std::integral_constant<Rounding, R>) for the element rounding r.
+// rtp never reaches a kernel: no recipe allows it for elements.
+template <class F>
+HWY_INLINE void WithRounding(Rounding r, F&& f) {
+  switch (r) {
+    case Rounding::rne: return f(std::integral_constant<Rounding, Rounding::rne>());
+    case Rounding::rha: return f(std::integral_constant<Rounding, Rounding::rha>());
+    case Rounding::rtz: return f(std::integral_constant<Rounding, Rounding::rtz>());
+    case Rounding::ties_to_zero: return f(std::integral_constant<Rounding, Rounding::ties_to_zero>());
+    case Rounding::rtp: break;
+  }
+}
+
+// ---- Runs of blocks: whole blocks in place, the tail through a zero-padded copy.
+
+template <int kBlock, class BlockFn>
+HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y, int64_t n, BlockFn&& block) {
+  const int64_t whole = n / kBlock;
+  for (int64_t b = 0; b < whole; ++b) block(x + b * kBlock, y + b * kBlock);
+  const int64_t tail = n - whole * kBlock;
+  if (tail == 0) return;
+  alignas(64) float in[kBlock] = {};
+  alignas(64) float out[kBlock];
+  std::copy_n(x + whole * kBlock, tail, in);
+  block(in, out);
+  std::copy_n(out, tail, y + whole * kBlock);
+}
+
+// block(x, codes) returns the block's scale as a little-endian integer of scale_bytes bytes.
+template <int kBlock, class BlockFn>
+HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY_RESTRICT x, int64_t n,
+                            uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, BlockFn&& block) {
+  alignas(64) uint8_t block_codes[kBlock];
+  alignas(64) float padded[kBlock];
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* in = x + b * kBlock;
+    const int64_t valid = std::min<int64_t>(kBlock, n - b * kBlock);
+    if (valid < kBlock) {
+      std::fill(std::copy_n(in, valid, padded), padded + kBlock, 0.0f);
+      in = padded;
+    }
+    const uint32_t scale = block(in, block_codes);
+    PackNibbles<kBlock>(order, block_codes, codes + b * (kBlock / 2));
+    for (int i = 0; i < scale_bytes; ++i) scales[b * scale_bytes + i] = static_cast<uint8_t>(scale >> (8 * i));
+  }
+}
+
+// block(codes, scale_bytes_ptr, y) decodes one whole block.
+template <int kBlock, class BlockFn>
+HWY_INLINE void DequantizeRun(NibbleOrder order, int scale_bytes, const uint8_t* HWY_RESTRICT codes,
+                              const uint8_t* HWY_RESTRICT scales, int64_t n, float* HWY_RESTRICT y,
+                              BlockFn&& block) {
+  alignas(64) uint8_t block_codes[kBlock];
+  alignas(64) float out[kBlock];
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    UnpackNibbles<kBlock>(order, codes + b * (kBlock / 2), block_codes);
+    const int64_t valid = std::min<int64_t>(kBlock, n - b * kBlock);
+    if (valid == kBlock) {
+      block(block_codes, scales + b * scale_bytes, y + b * kBlock);
+    } else {
+      block(block_codes, scales + b * scale_bytes, out);
+      std::copy_n(out, valid, y + b * kBlock);
+    }
+  }
+}
+
+NvTensorConstants NvConstants(const KernelArgs& k) { return {k.nv_encode_rn16, k.nv_decode}; }
+
+// ---- Exported entry points ---------------------------------------------------
+
+void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HWY_RESTRICT y, int64_t n) {
+  WithRounding(k.rounding, [&](auto rounding) {
+    constexpr Rounding R = decltype(rounding)::value;
+    switch (k.family) {
+      case KernelFamily::hif4_v14:
+        FakeQuantRun<kHif4Block>(x, y, n, [](const float* in, float* out) { Hif4FakeQuantBlock<false, R>(in, out); });
+        break;
+      case KernelFamily::hif4_a6:
+        FakeQuantRun<kHif4Block>(x, y, n, [](const float* in, float* out) { Hif4FakeQuantBlock<true, R>(in, out); });
+        break;
+      case KernelFamily::mxfp4: {
+        const MxParams& p = k.recipe->mx;
+        FakeQuantRun<kMxBlock>(x, y, n, [&p](const float* in, float* out) { MxFakeQuantBlock<R>(p, in, out); });
+        break;
+      }
+      case KernelFamily::nvfp4_te: {
+        const NvTensorConstants t = NvConstants(k);
+        FakeQuantRun<kNvBlock>(x, y, n, [&t](const float* in, float* out) { NvTeFakeQuantBlock<R>(t, in, out); });
+        break;
+      }
+    }
+  });
+}
+
+void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, uint8_t* HWY_RESTRICT codes,
+                    uint8_t* HWY_RESTRICT scales) {
+  WithRounding(k.rounding, [&](auto rounding) {
+    constexpr Rounding R = decltype(rounding)::value;
+    switch (k.family) {
+      case KernelFamily::hif4_v14:
+      case KernelFamily::hif4_a6: {
+        const bool a6 = k.family == KernelFamily::hif4_a6;
+        const ScaleBitOrder order = k.scale_bit_order;
+        QuantizeRun<kHif4Block>(k.nibble_order, 4, x, n, codes, scales, [a6, order](const float* in, uint8_t* c) {
+          const uint32_t word = a6 ? Hif4QuantizeBlock<true, R>(in, c) : Hif4QuantizeBlock<false, R>(in, c);
+          return order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
+        });
+        break;
+      }
+      case KernelFamily::mxfp4: {
+        const MxParams& p = k.recipe->mx;
+        QuantizeRun<kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
+                              [&p](const float* in, uint8_t* c) { return uint32_t{MxQuantizeBlock<R>(p, in, c)}; });
+        break;
+      }
+      case KernelFamily::nvfp4_te: {
+        const NvTensorConstants t = NvConstants(k);
+        QuantizeRun<kNvBlock>(k.nibble_order, 1, x, n, codes, scales,
+                              [&t](const float* in, uint8_t* c) { return uint32_t{NvTeQuantizeBlock<R>(t, in, c)}; });
+        break;
+      }
+    }
+  });
+}
+
+void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT scales,
+                      int64_t n, float* HWY_RESTRICT y) {
+  switch (k.recipe->format) {
+    case Format::hif4: {
+      const ScaleBitOrder order = k.scale_bit_order;
+      DequantizeRun<kHif4Block>(k.nibble_order, 4, codes, scales, n, y,
+                                [order](const uint8_t* c, const uint8_t* s, float* out) {
+                                  uint32_t stored = 0;
+                                  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
+                                  const uint32_t word = order == ScaleBitOrder::lsb_first
+                                                            ? stored
+                                                            : reference::hif4_word_from_stored(stored, order);
+                                  Hif4DecodeBlock(word, c, out);
+                                });
+      break;
+    }
+    case Format::mxfp4:
+      DequantizeRun<kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
+                              [](const uint8_t* c, const uint8_t* s, float* out) { MxDecodeBlock(s[0], c, out); });
+      break;
+    case Format::nvfp4: {
+      const float s_dec = k.nv_decode;
+      DequantizeRun<kNvBlock>(k.nibble_order, 1, codes, scales, n, y,
+                              [s_dec](const uint8_t* c, const uint8_t* s, float* out) { NvDecodeBlock(s_dec, s[0], c, out); });
+      break;
+    }
+  }
+}
+
+float AbsMaxDroppingNan(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto acc = hn::Zero(di);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) acc = hn::Max(acc, AbsBitsDroppingNan(d, hn::LoadU(d, x + i)));
+  int32_t best = hn::GetLane(hn::MaxOfLanes(di, acc));
+  for (; i < n; ++i) {
+    const int32_t bits = static_cast<int32_t>(std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu);
+    if (bits <= kInfBits) best = std::max(best, bits);
+  }
+  return std::bit_cast<float>(best);
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace fp4emu::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace fp4emu::simd {
+
+HWY_EXPORT(FakeQuantValues);
+HWY_EXPORT(QuantizeValues);
+HWY_EXPORT(DequantizeValues);
+HWY_EXPORT(AbsMaxDroppingNan);
+HWY_EXPORT(TargetName);
+
+void fake_quant_values(const KernelArgs& k, const float* x, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(FakeQuantValues)(k, x, y, n);
+}
+void quantize_values(const KernelArgs& k, const float* x, int64_t n, uint8_t* codes, uint8_t* scales) {
+  HWY_DYNAMIC_DISPATCH(QuantizeValues)(k, x, n, codes, scales);
+}
+void dequantize_values(const KernelArgs& k, const uint8_t* codes, const uint8_t* scales, int64_t n, float* y) {
+  HWY_DYNAMIC_DISPATCH(DequantizeValues)(k, codes, scales, n, y);
+}
+float abs_max_dropping_nan(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxDroppingNan)(x, n); }
+
+std::vector<int64_t> compiled_targets() { return hwy::SupportedAndGeneratedTargets(); }
+std::string target_name(int64_t target) { return hwy::TargetName(target); }
+std::string dispatched_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+void force_target(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
+
+}  // namespace fp4emu::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,374 @@
+// The fast forms of the GEMM models against their scalar forms, bit for bit,
+// on every compiled Highway target and several thread counts; the packed
+// reading against dequantize(); the `fast` model; errors; the CLI.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/gemm/gemm.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/packed_io.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "test_util.hpp"
+
+namespace fp4emu {
+namespace {
+
+using testing::same_bits;
+
+Tensor random_tensor(std::vector<int64_t> shape, std::mt19937_64& rng) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.data.resize(t.numel());
+  for (float& v : t.data) v = testing::random_wide(rng);
+  return t;
+}
+
+PackedTensor quantized(const std::string& recipe, std::vector<int64_t> shape, int axis, std::mt19937_64& rng) {
+  QuantOptions o;
+  o.recipe = recipe;
+  o.axis = axis;
+  o.tail = TailPolicy::pad;
+  return quantize(random_tensor(std::move(shape), rng), o);
+}
+
+// Random scale bytes in [lo, hi] over a quantized tensor: wide spreads, NaN
+// blocks and units that leave the exact-f fast path of block_fp32.
+void scramble_scales(PackedTensor& p, int lo, int hi, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> scale(lo, hi);
+  const size_t sb = p.format == Format::hif4 ? 4 : 1;
+  for (size_t i = 0; i < p.scales.size(); i += sb) p.scales[i] = static_cast<uint8_t>(scale(rng));
+}
+
+int mismatches(const Tensor& got, const Tensor& want, const std::string& what) {
+  int bad = 0;
+  EXPECT_EQ(got.shape, want.shape) << what;
+  for (size_t i = 0; i < want.data.size() && i < got.data.size(); ++i)
+    if (!same_bits(got.data[i], want.data[i]) && ++bad <= 3)
+      ADD_FAILURE() << what << " element " << i << ": " << got.data[i] << " vs scalar " << want.data[i];
+  return bad;
+}
+
+struct Pair {
+  std::string what;
+  PackedTensor a, b;
+};
+
+std::vector<Pair> simd_cases() {
+  std::mt19937_64 rng(21);
+  std::vector<Pair> cases;
+  // Sizes that are not multiples of the tile (4 rows × up to 32 columns) or
+  // of the block; k long enough for several blocks.
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14", "mxfp4.ggml", "hif4.v12_pow2", "nvfp4.ggml"}) {
+    const int block = block_size(find_recipe(recipe)->format);
+    const int64_t k = 5 * block + 3;
+    cases.push_back({std::string(recipe), quantized(recipe, {13, k}, 1, rng), quantized(recipe, {k, 37}, 0, rng)});
+  }
+  Pair wide{"mxfp4 scales 0..255", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(wide.a, 0, 255, rng);
+  scramble_scales(wide.b, 0, 255, rng);
+  cases.push_back(wide);
+  Pair nv{"nvfp4 scales 0..255", quantized("nvfp4.te", {6, 128}, 1, rng), quantized("nvfp4.te", {128, 33}, 0, rng)};
+  scramble_scales(nv.a, 0, 255, rng);
+  scramble_scales(nv.b, 0, 255, rng);
+  cases.push_back(nv);
+  Pair hif{"hif4 scales 0..255", quantized("hif4.v14", {5, 192}, 1, rng), quantized("hif4.v14", {192, 17}, 0, rng)};
+  scramble_scales(hif.a, 0, 255, rng);
+  scramble_scales(hif.b, 0, 255, rng);
+  cases.push_back(hif);
+  return cases;
+}
+
+struct ModelCase {
+  GemmModel model;
+  int blocks_per_step;
+};
+const ModelCase kModels[] = {{GemmModel::exact, 1},      {GemmModel::block_fp32, 1}, {GemmModel::block_fp32, 2},
+                             {GemmModel::block_fp32, 4}, {GemmModel::fma_fp32, 1}};
+
+TEST(GemmSimd, EveryTargetAndThreadCountMatchesTheScalarForm) {
+  const std::vector<Pair> cases = simd_cases();
+  for (const Pair& c : cases)
+    for (const ModelCase& mc : kModels) {
+      GemmOptions o;
+      o.model = mc.model;
+      o.blocks_per_step = mc.blocks_per_step;
+      o.impl = GemmImpl::scalar;
+      const Tensor want = gemm(c.a, c.b, o);
+      o.impl = GemmImpl::simd;
+      const std::string what =
+          c.what + " " + std::string(to_string(mc.model)) + " x" + std::to_string(mc.blocks_per_step);
+      // Every target on one thread; the best target on several (tiles split
+      // across threads differently).
+      o.threads = 1;
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        mismatches(gemm(c.a, c.b, o), want, what + " target " + hwy::TargetName(target));
+      }
+      hwy::SetSupportedTargetsForTest(0);
+      for (int threads : {3}) {
+        o.threads = threads;
+        mismatches(gemm(c.a, c.b, o), want, what + " threads " + std::to_string(threads));
+      }
+    }
+}
+
+TEST(GemmSimd, LargerTiledProduct) {
+  // Several column panels and row tiles per thread.
+  std::mt19937_64 rng(22);
+  const PackedTensor a = quantized("mxfp4.ocp", {67, 320}, 1, rng);
+  const PackedTensor b = quantized("mxfp4.ocp", {320, 130}, 0, rng);
+  for (const ModelCase& mc : kModels) {
+    GemmOptions o;
+    o.model = mc.model;
+    o.blocks_per_step = mc.blocks_per_step;
+    o.impl = GemmImpl::scalar;
+    const Tensor want = gemm(a, b, o);
+    o.impl = GemmImpl::simd;
+    mismatches(gemm(a, b, o), want, std::string("67x320x130 ") + std::string(to_string(mc.model)));
+  }
+}
+
+TEST(GemmSimd, DenseOperandsMatchTheScalarForm) {
+  std::mt19937_64 rng(23);
+  const Tensor x = random_tensor({7, 100}, rng);
+  const PackedTensor w = quantized("nvfp4.te", {100, 19}, 0, rng);
+  for (const ModelCase& mc : kModels) {
+    GemmOptions o;
+    o.model = mc.model;
+    o.blocks_per_step = mc.blocks_per_step;
+    o.impl = GemmImpl::scalar;
+    const Tensor want = gemm(x, w, o);
+    o.impl = GemmImpl::simd;
+    o.threads = 2;
+    mismatches(gemm(x, w, o), want, std::string("dense × nvfp4 ") + std::string(to_string(mc.model)));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The packed reading agrees with dequantize(): A · I (dense identity) under
+// fma_fp32 is A's fp32 values, times the per-tensor scale for NVFP4
+// (fp32(S_dec·(e2m1·s)) = dequantize's fp32(fp32(e2m1·s)·S_dec)).
+
+Tensor identity(int64_t k) {
+  Tensor t;
+  t.shape = {k, k};
+  t.data.assign(k * k, 0.0f);
+  for (int64_t i = 0; i < k; ++i) t.data[i * k + i] = 1.0f;
+  return t;
+}
+
+TEST(GemmOperands, EveryRecipeReadsItsDequantizedValues) {
+  std::mt19937_64 rng(24);
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    for (std::optional<NibbleOrder> order : {std::optional<NibbleOrder>{}, std::optional{NibbleOrder::split_half}}) {
+      const int64_t k = 2 * block_size(r.format) + 6;
+      Tensor x = random_tensor({5, k}, rng);
+      if (r.bf16_input_only)
+        for (float& v : x.data) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+      QuantOptions o;
+      o.recipe = std::string(r.id);
+      o.axis = 1;
+      o.tail = TailPolicy::pad;
+      o.nibble_order = order;
+      PackedTensor p = quantize(x, o);
+      // Every scale byte, NaN included (V12's byte is a power of two: up to 2^127).
+      if (r.format != Format::nvfp4) scramble_scales(p, 0, r.hif4.arithmetic == Hif4Arithmetic::pow2_v12 ? 175 : 255, rng);
+      const Tensor want = dequantize(p);
+      GemmOptions g;
+      g.model = GemmModel::fma_fp32;
+      const Tensor got = gemm(p, identity(k), g);
+      int bad = 0;
+      for (size_t i = 0; i < want.data.size(); ++i) {
+        // NaN anywhere in the row, or an Inf off the diagonal (Inf·0), gives NaN.
+        const int64_t row = static_cast<int64_t>(i) / k, col = static_cast<int64_t>(i) % k;
+        bool poisoned = false;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float v = want.data[row * k + kk];
+          poisoned = poisoned || std::isnan(v) || (std::isinf(v) && kk != col);
+        }
+        if (poisoned) {
+          EXPECT_TRUE(std::isnan(got.data[i])) << r.id << " element " << i;
+          continue;
+        }
+        // fma(-0, 1, +0) = +0: the sign of a zero element does not survive a sum.
+        const bool ok = want.data[i] == 0.0f ? got.data[i] == 0.0f : same_bits(got.data[i], want.data[i]);
+        if (!ok && ++bad <= 3)
+          ADD_FAILURE() << r.id << " element " << i << ": gemm reads " << got.data[i] << ", dequantize gives "
+                        << want.data[i];
+      }
+    }
+  }
+}
+
+TEST(GemmOperands, PaddingBytesAreIgnored) {
+  std::mt19937_64 rng(25);
+  PackedTensor a = quantized("mxfp4.ocp", {3, 40}, 1, rng);  // 40 of 64 used
+  const PackedTensor b = quantized("mxfp4.ocp", {40, 4}, 0, rng);
+  GemmOptions o;
+  const Tensor want = gemm(a, b, o);
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t byte = 20; byte < 32; ++byte) a.codes[r * 32 + byte] = 0x77;  // +6 in the tail
+  mismatches(gemm(a, b, o), want, "garbage in the padding");
+}
+
+// ---------------------------------------------------------------------------
+// fast: Eigen, order undefined, so only close to exact.
+
+TEST(GemmFast, CloseToExact) {
+  std::mt19937_64 rng(26);
+  const PackedTensor a = quantized("nvfp4.te", {20, 256}, 1, rng);
+  const PackedTensor b = quantized("nvfp4.te", {256, 30}, 0, rng);
+  GemmOptions o;
+  const Tensor exact = gemm(a, b, o);
+  o.model = GemmModel::fast;
+  const Tensor fast = gemm(a, b, o);
+  ASSERT_EQ(fast.shape, exact.shape);
+  // Any fp32 summation order is within k·2^-24·Σ|a·b| of the exact sum.
+  const Tensor da = dequantize(a), db = dequantize(b);
+  for (int64_t i = 0; i < 20; ++i)
+    for (int64_t j = 0; j < 30; ++j) {
+      double abs_sum = 0;
+      for (int64_t kk = 0; kk < 256; ++kk) abs_sum += std::fabs(double{da.data[i * 256 + kk]} * db.data[kk * 30 + j]);
+      EXPECT_NEAR(fast.data[i * 30 + j], exact.data[i * 30 + j], 256 * 0x1p-24 * abs_sum + 1e-30);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Errors: InputError naming the problem.
+
+void expect_input_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no InputError (wanted one mentioning '" << needle << "')";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmErrors, BadOperandsAndOptions) {
+  std::mt19937_64 rng(27);
+  const PackedTensor a = quantized("mxfp4.ocp", {4, 64}, 1, rng);
+  const PackedTensor b = quantized("mxfp4.ocp", {64, 3}, 0, rng);
+  GemmOptions o;
+  expect_input_error([&] { gemm(a, quantized("mxfp4.ocp", {96, 3}, 0, rng), o); }, "inner dimensions");
+  expect_input_error([&] { gemm(a, quantized("mxfp4.ocp", {64, 3}, 1, rng), o); }, "blocked along k");
+  expect_input_error([&] { gemm(quantized("mxfp4.ocp", {4, 64}, 0, rng), b, o); }, "--axis 1");
+  expect_input_error([&] { gemm(a, quantized("nvfp4.te", {64, 3}, 0, rng), o); }, "one format");
+  expect_input_error([&] { gemm(random_tensor({4, 64}, rng), random_tensor({64, 3}, rng), o); }, "both operands are dense");
+  expect_input_error([&] { gemm(a, random_tensor({60, 3}, rng), o); }, "inner dimensions");
+  o.blocks_per_step = 0;
+  expect_input_error([&] { gemm(a, b, o); }, "at least 1");
+  o.blocks_per_step = 2;
+  expect_input_error([&] { gemm(a, b, o); }, "block_fp32 model only");
+  o = GemmOptions{};
+  PackedTensor damaged = a;
+  damaged.codes.pop_back();
+  expect_input_error([&] { gemm(damaged, b, o); }, "code bytes");
+  damaged = a;
+  damaged.recipe_id = "mxfp4.nope";
+  expect_input_error([&] { gemm(damaged, b, o); }, "unknown recipe");
+  PackedTensor v12 = quantized("hif4.v12_pow2", {2, 64}, 1, rng);
+  v12.scales[0] = 200;  // 2^(200-48) is beyond fp32
+  expect_input_error([&] { gemm(v12, quantized("hif4.v12_pow2", {64, 2}, 0, rng), o); }, "beyond fp32 range");
+}
+
+TEST(GemmModel, Names) {
+  for (GemmModel m : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast})
+    EXPECT_EQ(parse_gemm_model(to_string(m)), m);
+  EXPECT_FALSE(parse_gemm_model("kulisch").has_value());
+}
+
+TEST(GemmQuantized, OutputQuantizationIsQuantizeOfC) {
+  std::mt19937_64 rng(28);
+  const PackedTensor a = quantized("hif4.v14", {4, 128}, 1, rng);
+  const PackedTensor b = quantized("hif4.v14", {128, 64}, 0, rng);
+  GemmOptions o;
+  QuantOptions q;
+  q.recipe = "mxfp4";
+  q.axis = 0;  // overridden: C is blocked along its last axis
+  const PackedTensor c = gemm_quantized(a, b, o, q);
+  q.axis = -1;
+  const PackedTensor want = quantize(gemm(a, b, o), q);
+  EXPECT_EQ(c.axis, 1);
+  EXPECT_EQ(c.codes, want.codes);
+  EXPECT_EQ(c.scales, want.scales);
+}
+
+// ---------------------------------------------------------------------------
+// CLI.
+
+Tensor read_f32(const std::filesystem::path& p) {
+  const io::Array arr = io::read_npy(p);
+  Tensor t;
+  t.shape = arr.shape;
+  t.data = io::to_f32(arr, p.string());
+  return t;
+}
+
+TEST(GemmCli, MatchesTheLibraryAndRejectsBadInput) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(29);
+  const Tensor x = random_tensor({6, 100}, rng), w = random_tensor({100, 5}, rng);
+  io::write_npy(dir / "a.npy", io::from_f32(x.shape, x.data));
+  io::write_npy(dir / "b.npy", io::from_f32(w.shape, w.data));
+  const std::string a = (dir / "a.npy").string(), b = (dir / "b.npy").string(), c = (dir / "c.npy").string();
+
+  testing::CliResult r = testing::run_cli("gemm " + a + " " + b + " " + c +
+                                          " --format nvfp4 --model block_fp32 --blocks-per-step 4 --alpha 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  QuantOptions qa, qb;
+  qa.recipe = qb.recipe = "nvfp4";
+  qa.axis = 1;
+  qb.axis = 0;
+  GemmOptions o;
+  o.model = GemmModel::block_fp32;
+  o.blocks_per_step = 4;
+  o.alpha = 0.5f;
+  mismatches(read_f32(c), gemm(quantize(x, qa), quantize(w, qb), o), "cli nvfp4 block_fp32");
+
+  // Packed inputs, a dense operand, the scalar implementation.
+  write_packed(dir / "w.safetensors", quantize(w, qb));
+  r = testing::run_cli("gemm " + a + " " + (dir / "w.safetensors").string() + " " + c +
+                       " --model exact --dense A --impl scalar");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  o = GemmOptions{};
+  mismatches(read_f32(c), gemm(x, quantize(w, qb), o), "cli dense A × packed B");
+
+  // Output quantization to a packed file.
+  r = testing::run_cli("gemm " + a + " " + b + " " + (dir / "c.safetensors").string() +
+                       " --format mxfp4 --model fma_fp32 --out-format hif4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_packed(dir / "c.safetensors").format, Format::hif4);
+
+  // Bad input: exit 2, a message naming the fix, no output written.
+  const std::string none = (dir / "none.npy").string();
+  r = testing::run_cli("gemm " + a + " " + a + " " + none + " --format mxfp4 --model exact");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("inner dimensions"), std::string::npos) << r.output;
+  r = testing::run_cli("gemm " + a + " " + b + " " + none + " --format mxfp4 --model kahan");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("exact, block_fp32, fma_fp32 or fast"), std::string::npos) << r.output;
+  r = testing::run_cli("gemm " + a + " " + b + " " + none + " --model exact");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--format"), std::string::npos) << r.output;
+  r = testing::run_cli("gemm " + a + " " + b + " " + none + " --format mxfp4 --model exact --blocks-per-step 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(none));
+
+  r = testing::run_cli("gemm --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("Example: fp4emu gemm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp4emu

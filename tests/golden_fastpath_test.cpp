@@ -1,0 +1,105 @@
+// The suite used as intended: a kernel harness that reads only the manifest
+// and the inputs runs fp4emu's fast path (the SIMD kernels) on every case of
+// the checked-in suite, writes the candidate, and `golden verify` must pass
+// it. The golden side is the reference; this is the fast path checked
+// against it through the files a kernel team would use.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/suite.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/scale_layout.hpp"
+#include "test_util.hpp"
+
+namespace fp4emu::golden {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const fs::path kSuite = fs::path(FP4EMU_SOURCE_DIR) / "golden" / "suite";
+
+std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
+  std::vector<int64_t> s;
+  for (size_t d = 0; d < p.shape.size(); ++d)
+    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
+  s.push_back(last);
+  return s;
+}
+
+// A plain write: io::write_npy fsyncs every file, which is slow for the
+// thousand files of a candidate and buys nothing in a temporary directory.
+void save(const fs::path& path, const io::Array& a) {
+  const std::vector<uint8_t> bytes = io::encode_npy(a);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                               static_cast<std::streamsize>(bytes.size()));
+}
+
+// Runs one case the way an external harness would: options from the manifest.
+void run_case(const json& c, const fs::path& out) {
+  const std::string id = c["id"];
+  const io::Array in = io::read_npy(kSuite / id / "input.npy");
+  Tensor x;
+  x.shape = in.shape;
+  x.data = io::to_f32(in);
+  QuantOptions o;
+  o.recipe = c["recipe"];
+  o.axis = c["options"]["axis"];
+  o.tail = parse_tail(c["options"]["tail"].get<std::string>());
+  o.nibble_order = parse_nibble_order(c["options"]["nibble_order"].get<std::string>());
+  if (!c["options"]["scale_bit_order"].is_null())
+    o.scale_bit_order = parse_scale_bit_order(c["options"]["scale_bit_order"].get<std::string>());
+  if (!c["options"]["global_amax"].is_null())
+    o.global_amax = std::strtof(c["options"]["global_amax"].get<std::string>().c_str(), nullptr);
+  o.input_dtype = c["input_dtype"] == "bf16" ? InputDType::bf16 : InputDType::f32;
+  o.impl = Impl::fast;
+  o.threads = 1;  // small tensors; OpenMP spinning on a loaded machine costs more than it gives
+  if (c["expect"] == "error") {
+    EXPECT_THROW(quantize(x, o), InputError) << id;
+    return;
+  }
+  const PackedTensor p = quantize(x, o);
+  const Tensor dq = dequantize(p, DequantOptions{.impl = Impl::fast, .threads = 1});
+  const fs::path d = out / id;
+  fs::create_directories(d);
+  save(d / "codes.npy", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes));
+  if (p.format == Format::hif4) {
+    std::vector<uint32_t> words(p.num_blocks());
+    for (size_t i = 0; i < words.size(); ++i)
+      for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+    save(d / "scales.npy", io::from_u32(rows_shape(p, p.blocks_per_row()), words));
+  } else {
+    save(d / "scales.npy", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales));
+  }
+  for (const json& l : c["options"]["scale_layouts"]) {
+    const auto layout = parse_stored_scale_layout(l.get<std::string>());
+    ASSERT_TRUE(layout) << id;
+    if (*layout == StoredScaleLayout::linear) continue;
+    save(d / ("scales_" + l.get<std::string>() + ".npy"),
+                  io::from_u8(stored_scales_shape(p, *layout), store_scales(p, *layout)));
+  }
+  if (p.format == Format::nvfp4) {
+    const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+    save(d / "global_scale.npy", io::from_f32({3}, g));
+  }
+  save(d / "dequant.npy", io::from_f32(dq.shape, dq.data));
+}
+
+TEST(GoldenFastPath, FastPathPassesTheCheckedInSuite) {
+  std::ifstream in(kSuite / "manifest.json");
+  const json m = json::parse(in);
+  testing::TempDir cand;
+  for (const json& c : m["cases"]) run_case(c, cand.path());
+  VerifyOptions o;
+  o.max_report = 10;
+  const VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  EXPECT_EQ(r.exit_code(), 0) << report_text(r);
+}
+
+}  // namespace
+}  // namespace fp4emu::golden

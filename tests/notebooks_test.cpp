@@ -1,0 +1,64 @@
+// The notebooks in notebooks/ run end to end with Debian's Jupyter
+// (/usr/bin/jupyter and /usr/bin/python3, never another python on PATH)
+// against this build's fp4emu, and write the figures they promise.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "test_util.hpp"
+
+namespace fp4emu {
+namespace {
+
+struct Notebook {
+  const char* name;
+  std::vector<const char*> outputs;  // files under FP4EMU_NB_OUT
+};
+
+class Notebooks : public ::testing::TestWithParam<Notebook> {};
+
+TEST_P(Notebooks, ExecuteAndWriteTheirFigures) {
+  const Notebook& nb = GetParam();
+  ASSERT_TRUE(std::filesystem::exists("/usr/bin/jupyter"))
+      << "Debian's Jupyter is missing: run tools/install-deps.sh (jupyter-nbconvert, python3-ipykernel, "
+         "python3-matplotlib)";
+  testing::TempDir dir;
+  const std::filesystem::path src = std::filesystem::path(FP4EMU_SOURCE_DIR) / "notebooks" / nb.name;
+  // PATH limited to the system so the kernel and every tool are Debian's.
+  const std::string cmd = fmt::format(
+      "cd '{}' && env PATH=/usr/bin:/bin PYDEVD_DISABLE_FILE_VALIDATION=1 FP4EMU_ROOT='{}' FP4EMU_CLI='{}' "
+      "FP4EMU_NB_OUT='{}' /usr/bin/jupyter nbconvert --execute --to notebook --output-dir '{}' "
+      "--ExecutePreprocessor.timeout=600 '{}' > '{}' 2>&1",
+      dir.path().string(), FP4EMU_SOURCE_DIR, FP4EMU_CLI_PATH, (dir / "out").string(), dir.path().string(),
+      src.string(), (dir / "log.txt").string());
+  const int status = std::system(cmd.c_str());
+  std::string log;
+  if (FILE* f = std::fopen((dir / "log.txt").c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) log.append(buf, n);
+    std::fclose(f);
+  }
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_TRUE(std::filesystem::exists(dir / nb.name)) << log;
+  for (const char* out : nb.outputs) EXPECT_TRUE(std::filesystem::exists(dir / "out" / out)) << out << "\n" << log;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, Notebooks,
+    ::testing::Values(Notebook{"underflow.ipynb",
+                               {"underflow/summary.csv", "underflow/summary_heatmap.png", "underflow_by_layer.png",
+                                "underflow_histogram.png", "underflow_outliers.png"}},
+                      Notebook{"resq.ipynb", {"resq/resq.json", "resq_patterns.png", "resq_deletion.png"}},
+                      Notebook{"formats.ipynb", {"formats_qsnr_ur.png", "formats_transforms.png"}}),
+    [](const ::testing::TestParamInfo<Notebook>& info) {
+      std::string n = info.param.name;
+      return n.substr(0, n.find('.'));
+    });
+
+}  // namespace
+}  // namespace fp4emu

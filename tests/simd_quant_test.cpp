@@ -1,0 +1,595 @@
+// The fast path (src/quant/simd) against the scalar reference, bit for bit,
+// on every Highway target compiled in and supported by this CPU (the scalar
+// fallback included): fake-quant values, packed codes, scales and per-tensor
+// fields, and dequantized values. The reference is the oracle; the inputs are
+// chosen to sit on the places a kernel can get wrong: every bf16 value at
+// every block position, element ties and their neighbours, amax at every
+// scale-code boundary, saturation, zero/NaN/Inf blocks, -0, subnormals,
+// ragged tails, other axes, 40 binades of random values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fp4emu/codec/minifloat.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/reference.hpp"
+#include "fp4emu/quant/simd.hpp"
+#include "test_util.hpp"
+
+namespace fp4emu {
+namespace {
+
+using testing::random_wide;
+
+struct Config {
+  const Recipe* recipe;
+  Rounding rounding;
+  std::string name() const {
+    std::string n = std::string(recipe->id) + "_" + std::string(to_string(rounding));
+    std::replace(n.begin(), n.end(), '.', '_');
+    return n;
+  }
+};
+
+void PrintTo(const Config& c, std::ostream* os) { *os << c.name(); }
+
+// Every (recipe, element rounding) the fast path covers, read from the dispatcher.
+std::vector<Config> fast_configs() {
+  std::vector<Config> configs;
+  for (const Recipe& r : all_recipes()) {
+    for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
+      if (!(r.allowed_roundings & rounding_bit(rounding))) continue;
+      QuantOptions q;
+      q.recipe = std::string(r.id);
+      q.rounding = rounding;
+      q.tail = TailPolicy::pad;
+      if (simd::fast_path_gap(resolve_options(q, {block_size(r.format)}), simd::Operation::fake_quant).empty())
+        configs.push_back({&r, rounding});
+    }
+  }
+  return configs;
+}
+
+// Restricts dynamic dispatch to one target for its lifetime.
+class ForcedTarget {
+ public:
+  explicit ForcedTarget(int64_t target) { simd::force_target(target); }
+  ~ForcedTarget() { simd::force_target(0); }
+  ForcedTarget(const ForcedTarget&) = delete;
+  ForcedTarget& operator=(const ForcedTarget&) = delete;
+};
+
+uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
+float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+float bf16_round(float v) { return std::isnan(v) ? v : bf16_rne(v); }
+
+QuantOptions options_for(const Config& c, int axis = -1) {
+  QuantOptions o;
+  o.recipe = std::string(c.recipe->id);
+  o.rounding = c.rounding;
+  o.tail = TailPolicy::pad;
+  o.axis = axis;
+  if (c.recipe->bf16_input_only) o.input_dtype = InputDType::bf16;
+  return o;
+}
+
+// First difference of two float arrays, bit for bit (NaN payloads and signs included).
+std::string first_mismatch(const Tensor& x, const std::vector<float>& expected, const std::vector<float>& actual) {
+  if (expected.size() != actual.size()) return "sizes differ";
+  int count = 0;
+  size_t first = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (bits_of(expected[i]) != bits_of(actual[i])) {
+      if (count++ == 0) first = i;
+    }
+  }
+  if (count == 0) return {};
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%d mismatches; first at %zu: input %a (0x%08x), reference %a (0x%08x), fast %a (0x%08x)",
+                count, first, x.data[first], bits_of(x.data[first]), expected[first], bits_of(expected[first]),
+                actual[first], bits_of(actual[first]));
+  return buf;
+}
+
+std::string packed_mismatch(const PackedTensor& e, const PackedTensor& a) {
+  if (e.codes.size() != a.codes.size() || e.scales.size() != a.scales.size()) return "packed sizes differ";
+  for (size_t i = 0; i < e.codes.size(); ++i)
+    if (e.codes[i] != a.codes[i])
+      return "code byte " + std::to_string(i) + ": reference " + std::to_string(e.codes[i]) + ", fast " +
+             std::to_string(a.codes[i]);
+  for (size_t i = 0; i < e.scales.size(); ++i)
+    if (e.scales[i] != a.scales[i])
+      return "scale byte " + std::to_string(i) + " (block " + std::to_string(i / scale_bytes_per_block(e.format)) +
+             "): reference " + std::to_string(e.scales[i]) + ", fast " + std::to_string(a.scales[i]);
+  if (bits_of(e.global_amax) != bits_of(a.global_amax) ||
+      bits_of(e.global_encode_scale) != bits_of(a.global_encode_scale) ||
+      bits_of(e.global_decode_scale) != bits_of(a.global_decode_scale))
+    return "per-tensor scale differs";
+  return {};
+}
+
+// fake_quant and quantize (and dequantize of the result) of `x` through the
+// reference, then through the fast path on every target, compared bit for bit.
+void expect_fast_equals_reference(const Tensor& x, QuantOptions o, const std::string& what, bool packed = true) {
+  o.impl = Impl::reference;
+  const Tensor ref = fake_quant(x, o);
+  const bool has_packed = packed && !find_recipe(o.recipe)->fake_quant_only;
+  PackedTensor ref_packed;
+  Tensor ref_decoded;
+  if (has_packed) {
+    ref_packed = quantize(x, o);
+    ref_decoded = dequantize(ref_packed, {Impl::reference, 0});
+  }
+  const std::vector<int64_t> targets = simd::compiled_targets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t target : targets) {
+    ForcedTarget forced(target);
+    const std::string where = what + " on " + simd::target_name(target);
+    // The dispatch really runs this target (else the loop would test one target many times).
+    ASSERT_EQ(simd::dispatched_target(), simd::target_name(target)) << where;
+    QuantOptions f = o;
+    f.impl = Impl::fast;
+    f.threads = 2;
+    const Tensor fast = fake_quant(x, f);
+    ASSERT_EQ(fast.shape, ref.shape) << where;
+    const std::string m = first_mismatch(x, ref.data, fast.data);
+    ASSERT_TRUE(m.empty()) << "fake_quant " << where << ": " << m;
+    if (!has_packed) continue;
+    const PackedTensor fast_packed = quantize(x, f);
+    const std::string pm = packed_mismatch(ref_packed, fast_packed);
+    ASSERT_TRUE(pm.empty()) << "quantize " << where << ": " << pm;
+    const Tensor fast_decoded = dequantize(ref_packed, {Impl::fast, 2});
+    const std::string dm = first_mismatch(x, ref_decoded.data, fast_decoded.data);
+    ASSERT_TRUE(dm.empty()) << "dequantize " << where << ": " << dm;
+  }
+}
+
+Tensor make_tensor(std::vector<int64_t> shape, std::vector<float> data, bool bf16_only) {
+  if (bf16_only)
+    for (float& v : data) v = bf16_round(v);
+  Tensor t;
+  t.shape = std::move(shape);
+  t.data = std::move(data);
+  return t;
+}
+
+// Blocks (each `block` values) as a [blocks, block] tensor.
+Tensor blocks_tensor(const std::vector<std::vector<float>>& blocks, int block, bool bf16_only) {
+  std::vector<float> data;
+  for (const auto& b : blocks) {
+    std::vector<float> padded = b;
+    padded.resize(block, 0.0f);
+    data.insert(data.end(), padded.begin(), padded.end());
+  }
+  return make_tensor({static_cast<int64_t>(blocks.size()), block}, std::move(data), bf16_only);
+}
+
+// v and its `k` neighbours on each side (fp32 steps, or bf16 steps for bf16-only recipes).
+void push_neighbours(std::vector<float>& out, float v, int k, bool bf16_only) {
+  if (!std::isfinite(v)) return;
+  const float a = std::fabs(bf16_only ? bf16_round(v) : v);
+  const int32_t step = bf16_only ? 0x10000 : 1;
+  const int32_t bits = static_cast<int32_t>(bits_of(a));
+  for (int i = -k; i <= k; ++i) {
+    const int64_t b = static_cast<int64_t>(bits) + static_cast<int64_t>(i) * step;
+    if (b < 0 || b > 0x7F7FFFFF) continue;
+    out.push_back(from_bits(static_cast<uint32_t>(b)));
+  }
+}
+
+// The scale-code boundaries of each format: block amax values at and next to
+// every point where the scale code changes (and the products of the recipes'
+// scale steps that round there).
+std::vector<float> amax_boundaries(const Config& c) {
+  const bool bf16 = c.recipe->bf16_input_only;
+  std::vector<float> a;
+  switch (c.recipe->format) {
+    case Format::mxfp4:
+      for (int e = -149; e <= 127; ++e) {
+        const float p = std::ldexp(1.0f, e);
+        push_neighbours(a, p, 2, bf16);                  // ocp/ceil: powers of two
+        push_neighbours(a, 1.75f * p, 2, bf16);          // even: 1.75 * 2^e rounds up
+        push_neighbours(a, p / 0x1.555556p-3f, 3, bf16);  // rceil: fp32(amax/6) at a power of two
+      }
+      break;
+    case Format::nvfp4:
+      // p = a * fp32(S_enc/6) at every UE4M3 midpoint, with S_enc = 1 (G = 2688, see below).
+      for (uint32_t code = 0; code < 0x7E; ++code) {
+        const float mid = static_cast<float>((ue4m3_decode(code) + static_cast<double>(ue4m3_decode(code + 1))) / 2);
+        push_neighbours(a, mid / (1.0f / 6.0f), 3, bf16);
+        push_neighbours(a, ue4m3_decode(code + 1) / (1.0f / 6.0f), 1, bf16);
+      }
+      push_neighbours(a, 464.0f * 6.0f, 3, bf16);
+      break;
+    case Format::hif4:
+      // s0 = bf16(M * c7) at every E6M2 midpoint, and at the bf16 rounding edges around it.
+      for (uint32_t code = 0; code < 0xFE; ++code) {
+        const double mid = (e6m2_decode(code) + static_cast<double>(e6m2_decode(code + 1))) / 2;
+        const double half_bf16_ulp = std::ldexp(1.0, std::ilogb(mid) - 8);
+        for (double target : {mid, mid - half_bf16_ulp, mid + half_bf16_ulp, static_cast<double>(e6m2_decode(code))})
+          push_neighbours(a, static_cast<float>(target / 0.142578125), 2, bf16);
+      }
+      break;
+  }
+  return a;
+}
+
+// Element values at and next to the rounding ties of a block whose amax is `amax`.
+std::vector<float> tie_values(const Config& c, float amax) {
+  const bool bf16 = c.recipe->bf16_input_only;
+  std::vector<float> v;
+  switch (c.recipe->format) {
+    case Format::mxfp4:
+    case Format::nvfp4:
+      for (float t : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f}) {
+        push_neighbours(v, amax * t / 4.0f, 1, bf16);  // ties when X = amax / 4
+        push_neighbours(v, amax * t / 6.0f, 1, bf16);  // ties when X = amax / 6
+      }
+      break;
+    case Format::hif4: {
+      // t = a * 2^-(b+c) * r with r = bf16(1/S): ties at 4t + 1/2 = q + 1/2 ... on the q/4 grid.
+      float s0 = bf16_rne(static_cast<double>(amax) * 0.142578125);
+      s0 = std::clamp(s0, 0x1p-48f, 49152.0f);
+      const float r = e6m2_reciprocal_bf16(e6m2_encode(s0, Rounding::rne, Overflow::saturate));
+      for (int q = 0; q < 8; ++q)
+        for (int bc = 0; bc <= 2; ++bc) {
+          push_neighbours(v, std::ldexp((2 * q + 1) / 8.0f / r, bc), 1, bf16);
+          push_neighbours(v, std::ldexp((4 * q + 1) / 16.0f / r, bc), 1, bf16);  // 4t + 1/2 rounding edge
+        }
+      for (float level : {2.0f, 4.0f, 8.0f}) push_neighbours(v, level / r, 1, bf16);  // L2/L3 thresholds
+      break;
+    }
+  }
+  return v;
+}
+
+class SimdVsReference : public ::testing::TestWithParam<Config> {};
+
+TEST(SimdCoverage, HardwareAndDefaultRecipesHaveAFastPath) {
+  const std::vector<Config> configs = fast_configs();
+  for (const char* id : {"hif4.v14", "hif4.a6", "mxfp4.ocp", "mxfp4.rceil", "nvfp4.te"}) {
+    const Recipe* r = find_recipe(id);
+    ASSERT_NE(r, nullptr);
+    const bool found = std::any_of(configs.begin(), configs.end(), [&](const Config& c) {
+      return c.recipe == r && c.rounding == r->element_rounding;
+    });
+    EXPECT_TRUE(found) << id << " with its own rounding has no fast path";
+  }
+  // The scalar fallback is among the compiled targets, and more than one target runs here.
+  const std::vector<int64_t> targets = simd::compiled_targets();
+  EXPECT_GE(targets.size(), 2u);
+  EXPECT_TRUE(std::any_of(targets.begin(), targets.end(), [](int64_t t) {
+    const std::string n = simd::target_name(t);
+    return n == "SCALAR" || n == "EMU128";
+  }));
+}
+
+// Every bf16 bit pattern at every position of a block: block (base, r) holds
+// the patterns base*B + ((j + r) mod B), so neighbouring patterns share a
+// block (meaningful scales) and each visits all B positions. A second layout
+// scatters the patterns (multiplication by an odd constant mod 2^16) so that
+// blocks mix magnitudes, NaN and Inf.
+TEST_P(SimdVsReference, EveryBf16ValueAtEveryBlockPosition) {
+  const Config c = GetParam();
+  const int block = block_size(c.recipe->format);
+  // Rotations: all B for each recipe's own rounding, two for the overrides (time).
+  const int rotation_step = c.rounding == c.recipe->element_rounding ? 1 : block / 2;
+  std::vector<float> data;
+  for (int r = 0; r < block; r += rotation_step)
+    for (uint32_t base = 0; base < 65536u / block; ++base)
+      for (int j = 0; j < block; ++j) data.push_back(bf16_decode(static_cast<uint16_t>(base * block + (j + r) % block)));
+  for (uint32_t i = 0; i < 65536u; ++i) data.push_back(bf16_decode(static_cast<uint16_t>(i * 40503u)));
+  const int64_t rows = static_cast<int64_t>(data.size()) / block;
+  expect_fast_equals_reference(make_tensor({rows, block}, std::move(data), false), options_for(c), "every bf16");
+}
+
+TEST_P(SimdVsReference, AmaxAtEveryScaleBoundaryWithTiesAndNearTies) {
+  const Config c = GetParam();
+  const bool bf16 = c.recipe->bf16_input_only;
+  const int block = block_size(c.recipe->format);
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<float>> blocks;
+  for (float amax : amax_boundaries(c)) {
+    std::vector<float> ties = tie_values(c, amax);
+    std::shuffle(ties.begin(), ties.end(), rng);
+    std::vector<float> b;
+    b.push_back(amax);
+    for (float t : ties) {
+      if (static_cast<int>(b.size()) == block) {
+        blocks.push_back(b);
+        b.assign(1, amax);  // the amax leads every block that carries its ties
+      }
+      if (!(t <= amax)) continue;
+      b.push_back(rng() & 1 ? -t : t);
+    }
+    std::shuffle(b.begin(), b.end(), rng);  // amax at any position
+    blocks.push_back(b);
+  }
+  QuantOptions o = options_for(c);
+  if (c.recipe->format == Format::nvfp4) o.global_amax = 2688.0f;  // S_enc = 1: the boundaries above are exact
+  expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "scale boundaries and ties");
+  if (c.recipe->format == Format::nvfp4) {
+    // Other per-tensor scales: S_enc far from 1, FLT_MAX (tiny G) and 1 (G = 0).
+    for (float g : {0.001f, 3.0e4f, 0x1p-140f, 0.0f}) {
+      o.global_amax = g;
+      expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "global amax " + std::to_string(g));
+    }
+  }
+}
+
+TEST_P(SimdVsReference, SpecialBlocks) {
+  const Config c = GetParam();
+  const bool bf16 = c.recipe->bf16_input_only;
+  const int block = block_size(c.recipe->format);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937_64 rng(11);
+  auto random_block = [&](int lo, int hi) {
+    std::uniform_int_distribution<int> e(lo, hi);
+    std::uniform_real_distribution<float> m(1.0f, 2.0f);
+    std::vector<float> b(block);
+    for (float& v : b) v = std::ldexp(m(rng), e(rng)) * (rng() & 1 ? -1.0f : 1.0f);
+    return b;
+  };
+  std::vector<std::vector<float>> blocks;
+  blocks.push_back(std::vector<float>(block, 0.0f));   // all zero
+  blocks.push_back(std::vector<float>(block, -0.0f));  // all -0
+  for (float s : {nan, -nan, inf, -inf, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), 0x1p-126f, 1e30f, -0.0f}) {
+    for (int j = 0; j < block; ++j) {  // the special value at every position of a normal block
+      std::vector<float> b = random_block(-3, 3);
+      b[j] = s;
+      blocks.push_back(b);
+      std::vector<float> z(block, -0.0f);  // ... and of a -0 block
+      z[j] = s;
+      blocks.push_back(z);
+    }
+    blocks.push_back(std::vector<float>(block, s));
+  }
+  // NaN and Inf together, and Inf with large finite values.
+  std::vector<float> mixed = random_block(100, 127);
+  mixed[1] = nan;
+  mixed[block - 1] = -inf;
+  blocks.push_back(mixed);
+  mixed[1] = 2.0f;
+  blocks.push_back(mixed);
+  // Saturation: values far above the block scale cannot be produced by the
+  // amax rule itself; huge dynamic range inside a block and blocks near FLT_MAX.
+  for (int i = 0; i < 8; ++i) blocks.push_back(random_block(100, 127));
+  for (int i = 0; i < 8; ++i) blocks.push_back(random_block(-149, -120));  // subnormals and tiny normals
+  for (int i = 0; i < 8; ++i) blocks.push_back(random_block(-149, 127));   // every binade
+  for (int i = 0; i < 8; ++i) {
+    std::vector<float> b = random_block(-149, -127);  // subnormal-only (and a normal neighbour)
+    if (i & 1) b[i] = 0x1p-126f;
+    blocks.push_back(b);
+  }
+  expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), options_for(c), "special blocks");
+}
+
+TEST_P(SimdVsReference, RaggedTailsOfEveryLength) {
+  const Config c = GetParam();
+  const bool bf16 = c.recipe->bf16_input_only;
+  const int block = block_size(c.recipe->format);
+  std::mt19937_64 rng(13);
+  for (int len = 1; len <= 2 * block; ++len) {
+    std::vector<float> data(3 * len);
+    for (float& v : data) v = random_wide(rng);
+    expect_fast_equals_reference(make_tensor({3, len}, std::move(data), bf16), options_for(c),
+                                 "tail length " + std::to_string(len));
+  }
+}
+
+TEST_P(SimdVsReference, RandomTensorsOverFortyBinadesOnEveryAxis) {
+  const Config c = GetParam();
+  const bool bf16 = c.recipe->bf16_input_only;
+  const int block = block_size(c.recipe->format);
+  std::mt19937_64 rng(17);
+  const std::vector<std::vector<int64_t>> shapes = {
+      {64, 5 * block}, {3, 2 * block + 5, 19}, {2 * block + 1, 37}, {5, 3, block}, {40 * block + 7}};
+  for (const auto& shape : shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> data(n);
+    for (float& v : data) v = random_wide(rng);
+    const Tensor x = make_tensor(shape, std::move(data), bf16);
+    for (int axis = 0; axis < static_cast<int>(shape.size()); ++axis)
+      expect_fast_equals_reference(x, options_for(c, axis), "random, axis " + std::to_string(axis));
+  }
+}
+
+TEST_P(SimdVsReference, OutputDoesNotDependOnTheThreadCount) {
+  const Config c = GetParam();
+  const int block = block_size(c.recipe->format);
+  std::mt19937_64 rng(19);
+  // Enough values for 8 threads to get work (the driver keeps >= 2^16 values per thread), a ragged end.
+  std::vector<float> data(static_cast<size_t>(block) * (8 * 65536 / block + 3) + 5);
+  for (float& v : data) v = random_wide(rng);
+  const int64_t n = static_cast<int64_t>(data.size());
+  const Tensor x = make_tensor({n}, std::move(data), c.recipe->bf16_input_only);
+  QuantOptions o = options_for(c);
+  o.impl = Impl::fast;
+  o.threads = 1;
+  const Tensor one = fake_quant(x, o);
+  const PackedTensor one_packed = quantize(x, o);
+  for (int threads : {2, 3, 8}) {
+    o.threads = threads;
+    EXPECT_TRUE(first_mismatch(x, one.data, fake_quant(x, o).data).empty()) << threads << " threads";
+    EXPECT_TRUE(packed_mismatch(one_packed, quantize(x, o)).empty()) << threads << " threads";
+  }
+  o.impl = Impl::reference;
+  EXPECT_TRUE(first_mismatch(x, fake_quant(x, o).data, one.data).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(FastRecipes, SimdVsReference, ::testing::ValuesIn(fast_configs()),
+                         [](const ::testing::TestParamInfo<Config>& info) { return info.param.name(); });
+
+// Packing options the recipes do not use by default: every nibble order and
+// HiF4 scale-bit order, fast against reference.
+TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {
+  std::mt19937_64 rng(23);
+  for (const char* id : {"hif4.v14", "hif4.a6", "mxfp4.ocp", "nvfp4.te"}) {
+    const Recipe& r = *find_recipe(id);
+    const int block = block_size(r.format);
+    std::vector<float> data(7 * (3 * block + 9));
+    for (float& v : data) v = random_wide(rng);
+    const Tensor x = make_tensor({7, 3 * block + 9}, std::move(data), r.bf16_input_only);
+    for (NibbleOrder n : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::split_half}) {
+      for (ScaleBitOrder s : {ScaleBitOrder::lsb_first, ScaleBitOrder::msb_first}) {
+        QuantOptions o = options_for({&r, r.element_rounding});
+        o.nibble_order = n;
+        if (r.format == Format::hif4) o.scale_bit_order = s;
+        expect_fast_equals_reference(x, o, std::string(id) + " " + std::string(to_string(n)) + " " +
+                                               std::string(to_string(s)));
+        if (r.format != Format::hif4) break;
+      }
+    }
+  }
+}
+
+// Dequantize of arbitrary bytes (every scale byte, NaN scales, any code, odd
+// per-tensor decode scales) for every recipe with a fast decoder.
+TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {
+  std::mt19937_64 rng(29);
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    QuantOptions o;
+    o.recipe = std::string(r.id);
+    o.tail = TailPolicy::pad;
+    const int block = block_size(r.format);
+    std::vector<float> data(256 * block + 7);
+    for (float& v : data) v = r.bf16_input_only ? bf16_round(random_wide(rng)) : random_wide(rng);
+    Tensor x;
+    x.shape = {1, 256 * block + 7};
+    x.data = std::move(data);
+    PackedTensor p = quantize(x, o);
+    if (!simd::fast_dequantize_gap(p).empty()) continue;
+    for (uint8_t& b : p.codes) b = static_cast<uint8_t>(rng());
+    const int sb = scale_bytes_per_block(r.format);
+    for (size_t i = 0; i < p.scales.size(); ++i)
+      p.scales[i] = i % sb == 0 ? static_cast<uint8_t>(i / sb) : static_cast<uint8_t>(rng());  // every scale byte
+    std::vector<float> decode_scales = {p.global_decode_scale};
+    if (r.format == Format::nvfp4)
+      decode_scales = {p.global_decode_scale, 0x1p-140f, 3.0e38f, 0.0f, std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN()};
+    for (float s_dec : decode_scales) {
+      p.global_decode_scale = s_dec;
+      const Tensor ref = dequantize(p, {Impl::reference, 0});
+      for (int64_t target : simd::compiled_targets()) {
+        ForcedTarget forced(target);
+        const std::string m = first_mismatch(ref, ref.data, dequantize(p, {Impl::fast, 2}).data);
+        ASSERT_TRUE(m.empty()) << r.id << " on " << simd::target_name(target) << " S_dec " << s_dec << ": " << m;
+      }
+    }
+  }
+}
+
+TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {
+  Tensor x;
+  x.shape = {64};
+  x.data.assign(64, 1.5f);
+  QuantOptions o;
+  o.recipe = "mxfp4.ggml";
+  o.impl = Impl::fast;
+  try {
+    fake_quant(x, o);
+    FAIL() << "forcing the fast path on a recipe without one must fail";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mxfp4.ggml has no fast kernel"), std::string::npos) << e.what();
+  }
+  o.impl = Impl::automatic;  // falls back to the reference
+  EXPECT_NO_THROW(fake_quant(x, o));
+  o.recipe = "mxfp4";
+  o.threads = -1;
+  EXPECT_THROW(fake_quant(x, o), InputError);
+  // hif4.a6 declared bf16 but holding other values: the fast kernel refuses, auto falls back.
+  o = QuantOptions{};
+  o.recipe = "hif4.a6";
+  o.input_dtype = InputDType::bf16;
+  x.data[3] = 1.0f + 0x1p-20f;
+  o.impl = Impl::fast;
+  EXPECT_THROW(fake_quant(x, o), InputError);
+  o.impl = Impl::automatic;
+  EXPECT_NO_THROW(fake_quant(x, o));
+  EXPECT_EQ(parse_impl("auto"), Impl::automatic);
+  EXPECT_EQ(parse_impl("fast"), Impl::fast);
+  EXPECT_EQ(parse_impl("reference"), Impl::reference);
+  EXPECT_FALSE(parse_impl("simd").has_value());
+}
+
+// The CLI flags: --impl fast and --threads give the reference's bytes.
+TEST(SimdCli, ImplAndThreadsFlags) {
+  testing::TempDir dir;
+  Tensor x;
+  x.shape = {8, 100};
+  std::mt19937_64 rng(31);
+  for (int i = 0; i < 800; ++i) x.data.push_back(random_wide(rng));
+  const std::string in = (dir / "x.npy").string();
+  io::write_npy(in, io::from_f32(x.shape, x.data));
+  auto read_all = [](const std::string& path) {
+    std::string s;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    std::fclose(f);
+    return s;
+  };
+  for (const char* fmt : {"hif4", "mxfp4", "nvfp4"}) {
+    const std::string ref = (dir / "ref.npy").string(), fast = (dir / "fast.npy").string();
+    const std::string packed = (dir / "p.safetensors").string(), dq_ref = (dir / "dq_ref.npy").string(),
+                      dq_fast = (dir / "dq_fast.npy").string();
+    ASSERT_EQ(testing::run_cli("fake-quant " + in + " " + ref + " --format " + std::string(fmt) + " --impl reference")
+                  .exit_code, 0);
+    ASSERT_EQ(testing::run_cli("fake-quant " + in + " " + fast + " --format " + std::string(fmt) +
+                               " --impl fast --threads 2").exit_code, 0);
+    EXPECT_EQ(read_all(ref), read_all(fast)) << fmt;
+    ASSERT_EQ(testing::run_cli("quantize " + in + " " + packed + " --format " + std::string(fmt) + " --impl fast")
+                  .exit_code, 0);
+    ASSERT_EQ(testing::run_cli("dequantize " + packed + " " + dq_ref + " --impl reference").exit_code, 0);
+    ASSERT_EQ(testing::run_cli("dequantize " + packed + " " + dq_fast + " --impl fast --threads 3").exit_code, 0);
+    EXPECT_EQ(read_all(dq_ref), read_all(dq_fast)) << fmt;
+    EXPECT_EQ(read_all(dq_ref), read_all(ref)) << fmt;
+  }
+  const testing::CliResult bad = testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() +
+                                                  " --format mxfp4 --recipe ggml --impl fast");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("no fast kernel"), std::string::npos) << bad.output;
+  EXPECT_EQ(testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() + " --format mxfp4 --impl simd")
+                .exit_code, 2);
+  EXPECT_EQ(testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() + " --format mxfp4 --threads -2")
+                .exit_code, 2);
+}
+
+}  // namespace
+}  // namespace fp4emu
+
+namespace fp4emu {
+namespace {
+
+// Found by the every-bf16 differential test: the reference's fmaxf-style
+// amax (NvAmaxNan::drop) let a *signaling* NaN through, because glibc's
+// fmaxf returns NaN for one (IEEE 754-2008 maxNum). The kernels' fmaxf drops
+// every NaN; so must the reference.
+TEST(ReferenceRegression, Nvfp4DroppingAmaxSkipsSignalingNan) {
+  const Recipe& te = *find_recipe("nvfp4.te");
+  std::vector<float> x(16, 0.5f);
+  x[2] = -3.0f;
+  x[5] = std::bit_cast<float>(0x7F810000u);  // signaling NaN (bf16 0x7F81)
+  x[9] = std::bit_cast<float>(0xFFC00000u);  // quiet NaN, negative
+  EXPECT_EQ(std::bit_cast<uint32_t>(reference::nvfp4_block_amax(te, x.data(), 16)), std::bit_cast<uint32_t>(3.0f));
+  EXPECT_EQ(std::bit_cast<uint32_t>(reference::nvfp4_global_amax(te, x)), std::bit_cast<uint32_t>(3.0f));
+}
+
+}  // namespace
+}  // namespace fp4emu

@@ -1,0 +1,160 @@
+// `fp4emu gemm A B C`: C = Q(A)·Q(B) with a named accumulation model.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <optional>
+
+#include "cli.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/gemm/gemm.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/packed_io.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+struct Args {
+  std::string a, b, out;
+  std::string format, recipe, recipe_b, tail, round;
+  std::string model;
+  std::string dense;
+  int blocks_per_step = 1;
+  std::optional<float> alpha;
+  std::string out_format, out_recipe;
+  int threads = 0;
+  std::string impl = "simd";
+};
+
+bool is_packed_file(const std::string& path) { return std::filesystem::path(path).extension() == ".safetensors"; }
+
+// One operand: a packed .safetensors file as it is, or a .npy tensor,
+// quantized here along k (A: axis 1, B: axis 0) unless it stays dense.
+struct LoadedOperand {
+  std::optional<PackedTensor> packed;
+  std::optional<Tensor> dense;
+  GemmOperand operand() const { return packed ? GemmOperand(*packed) : GemmOperand(*dense); }
+};
+
+LoadedOperand load_operand(const Args& a, const std::string& path, char side, const std::string& recipe) {
+  LoadedOperand op;
+  const bool keep_dense = a.dense.size() == 1 && std::toupper(static_cast<unsigned char>(a.dense[0])) == side;
+  if (is_packed_file(path)) {
+    if (keep_dense)
+      throw InputError(fmt::format("--dense {}: {} is a packed file; give the dense values as .npy", side, path));
+    op.packed = read_packed(path);
+    if (!a.format.empty() && format_name(op.packed->format) != a.format)
+      throw InputError(fmt::format("{} is packed as {}, but --format is {}", path, format_name(op.packed->format),
+                                   a.format));
+    return op;
+  }
+  InputDType dtype = InputDType::f32;
+  Tensor t = load_tensor(path, &dtype);
+  if (keep_dense) {
+    op.dense = std::move(t);
+    return op;
+  }
+  if (t.shape.size() != 2)
+    throw InputError(fmt::format("{}: shape has rank {}; operand {} must be a matrix ({})", path, t.shape.size(),
+                                 side, side == 'A' ? "m×k" : "k×n"));
+  QuantOptions o;
+  o.recipe = resolve_recipe_id(a.format, recipe);
+  o.axis = side == 'A' ? 1 : 0;
+  o.input_dtype = dtype;
+  if (!a.tail.empty()) {
+    o.tail = parse_tail(a.tail);
+    if (!o.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
+  }
+  if (!a.round.empty()) {
+    o.rounding = parse_rounding(a.round);
+    if (!o.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
+  }
+  try {
+    op.packed = quantize(t, o);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{} (operand {}, quantized along axis {}): {}", path, side, o.axis, e.what()));
+  }
+  return op;
+}
+
+int run(const Args& a) {
+  GemmOptions o;
+  const std::optional<GemmModel> model = parse_gemm_model(a.model);
+  if (!model)
+    throw InputError(fmt::format("--model '{}' is unknown; use exact, block_fp32, fma_fp32 or fast", a.model));
+  o.model = *model;
+  o.blocks_per_step = a.blocks_per_step;
+  o.alpha = a.alpha;
+  o.threads = a.threads;
+  if (a.impl == "scalar") o.impl = GemmImpl::scalar;
+  else if (a.impl != "simd") throw InputError(fmt::format("--impl '{}' is unknown; use simd or scalar", a.impl));
+  const bool dense_a = a.dense == "A" || a.dense == "a", dense_b = a.dense == "B" || a.dense == "b";
+  if (!a.dense.empty() && !dense_a && !dense_b)
+    throw InputError(fmt::format("--dense '{}' is unknown; use A or B (the operand kept unquantized)", a.dense));
+  const bool any_npy_quantized = (!is_packed_file(a.a) && !dense_a) || (!is_packed_file(a.b) && !dense_b);
+  if (any_npy_quantized && a.format.empty() && a.recipe.empty())
+    throw InputError("no format given: use --format hif4|mxfp4|nvfp4 (or --recipe ID) to quantize the .npy operands");
+
+  const std::string out_ext = std::filesystem::path(a.out).extension().string();
+  const bool quantize_out = !a.out_format.empty() || !a.out_recipe.empty();
+  if (out_ext == ".safetensors" && !quantize_out)
+    throw InputError(fmt::format("output {}: a packed output needs --out-format (or --out-recipe); or name it *.npy",
+                                 a.out));
+  if (out_ext != ".npy" && out_ext != ".safetensors")
+    throw InputError(fmt::format("output {}: gemm writes C as .npy (fp32) or, with --out-format, as a packed "
+                                 ".safetensors file",
+                                 a.out));
+
+  const LoadedOperand lhs = load_operand(a, a.a, 'A', a.recipe);
+  const LoadedOperand rhs = load_operand(a, a.b, 'B', a.recipe_b.empty() ? a.recipe : a.recipe_b);
+  if (!quantize_out) {
+    const Tensor c = gemm(lhs.operand(), rhs.operand(), o);
+    io::write_npy(a.out, io::from_f32(c.shape, c.data));
+    return 0;
+  }
+  QuantOptions q;
+  q.recipe = resolve_recipe_id(a.out_format, a.out_recipe);
+  const PackedTensor c = gemm_quantized(lhs.operand(), rhs.operand(), o, q);
+  if (out_ext == ".safetensors") {
+    write_packed(a.out, c);
+  } else {
+    const Tensor y = dequantize(c);
+    io::write_npy(a.out, io::from_f32(y.shape, y.data));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_gemm(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("gemm", "Fake-quant GEMM C = Q(A)·Q(B) with a named accumulation model");
+  cmd->add_option("A", args->a, "A (m×k): .npy (quantized here along k) or packed .safetensors blocked along axis 1")
+      ->required();
+  cmd->add_option("B", args->b, "B (k×n): .npy (quantized here along k) or packed .safetensors blocked along axis 0")
+      ->required();
+  cmd->add_option("C", args->out, "Output: .npy (fp32 m×n), or packed .safetensors with --out-format")->required();
+  cmd->add_option("--format,-f", args->format, "Format of the quantized operands: hif4, mxfp4 or nvfp4");
+  cmd->add_option("--recipe,-r", args->recipe, "Recipe of A (and of B unless --recipe-b), e.g. nvfp4.te");
+  cmd->add_option("--recipe-b", args->recipe_b, "Recipe of B when it differs from A's (e.g. nvfp4.te_2d weights)");
+  cmd->add_option("--model,-m", args->model,
+                  "Accumulation model: exact | block_fp32 | fma_fp32 | fast (fast is not bit-reproducible)")
+      ->required();
+  cmd->add_option("--blocks-per-step", args->blocks_per_step,
+                  "block_fp32: blocks summed exactly before each fp32 add (an MMA step; default 1)");
+  cmd->add_option("--alpha", args->alpha, "Epilogue scale (NVFP4: folded with the per-tensor scales, TE's formula)");
+  cmd->add_option("--dense", args->dense, "Keep operand A or B unquantized (mixed precision, e.g. W4A16: --dense A)");
+  cmd->add_option("--out-format", args->out_format, "Quantize C along its last axis to this format");
+  cmd->add_option("--out-recipe", args->out_recipe, "Recipe for --out-format");
+  cmd->add_option("--tail", args->tail, "k not a multiple of the block: pad | error (default: the recipe's)");
+  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+  cmd->add_option("--threads", args->threads, "Threads (default: all)");
+  cmd->add_option("--impl", args->impl, "simd (default) or scalar: the single-threaded reference form, same bits");
+  cmd->footer(
+      "Example: fp4emu gemm x.npy w.npy y.npy --format nvfp4 --recipe nvfp4.te --model block_fp32 "
+      "--blocks-per-step 4\n"
+      "Models are defined in docs/gemm.md. Packed inputs come from `fp4emu quantize` (A with --axis 1, B with "
+      "--axis 0).");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli

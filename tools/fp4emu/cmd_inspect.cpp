@@ -1,0 +1,165 @@
+// `fp4emu inspect FILE`: what a dump holds: tensors, dtypes, shapes, sizes,
+// and per tensor the range, rms and NaN/Inf counts of its values. Tensors are
+// memory-mapped and scanned in chunks, one at a time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "fp4emu/analysis/metrics.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/tensor_file.hpp"
+#include "fp4emu/version.hpp"
+#include "progress.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct Args {
+  std::string in;
+  std::vector<std::string> tensors;
+  bool header_only = false;
+  bool bf16_bits = false;
+  std::string json_out;
+  std::string progress = "auto";
+};
+
+bool is_float(io::DType d) { return d == io::DType::f32 || d == io::DType::f16 || d == io::DType::bf16; }
+
+std::string size_text(uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+}
+
+// Widens and scans one tensor in chunks, so no fp32 copy of it is made.
+ValueStats scan(const io::TensorFile& file, size_t index, io::DType dtype, Progress& progress, double& done) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const io::TensorInfo& t = file.tensors()[index];
+  const io::TensorBytes mapped = file.bytes(index);
+  const std::span<const uint8_t> bytes = mapped.bytes();
+  const size_t esize = io::dtype_size(dtype);
+  const size_t n = bytes.size() / esize;
+  std::vector<float> buf(std::min(n, kChunk));
+  ValueStats s;
+  for (size_t i = 0; i < n; i += kChunk) {
+    const size_t m = std::min(kChunk, n - i);
+    io::widen_to_f32(dtype, bytes.subspan(i * esize, m * esize), std::span(buf.data(), m), t.name);
+    s.add(std::span<const float>(buf.data(), m));
+    done += static_cast<double>(m * esize);
+    progress.update(done, t.name);
+  }
+  return s;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+int run(const Args& a) {
+  check_progress_mode(a.progress);
+  if (!a.json_out.empty()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(a.json_out, a.in, ec))
+      throw InputError(fmt::format("--json '{}' is the input file; give another output path", a.json_out));
+    io::check_output_path(a.json_out, "--json");
+  }
+  const io::TensorFile file(a.in);
+  const std::vector<size_t> selected = io::select_tensors(file, a.tensors);
+  fmt::print("{}: {}, {} tensor{}, {} ({} bytes)\n", file.file(),
+             file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors", file.tensors().size(),
+             file.tensors().size() == 1 ? "" : "s", size_text(file.file_size()), file.file_size());
+  for (const auto& [k, v] : file.metadata()) fmt::print("  metadata {} = {}\n", k, v);
+
+  size_t name_width = 6;
+  double total_bytes = 0;
+  for (size_t i : selected) {
+    name_width = std::max(name_width, file.tensors()[i].name.size());
+    total_bytes += static_cast<double>(file.tensors()[i].nbytes);
+  }
+  name_width = std::min<size_t>(name_width, 60);
+  fmt::print("\n{:<{}} {:>5} {:>16} {:>10}", "tensor", name_width, "dtype", "shape", "size");
+  if (!a.header_only)
+    fmt::print(" {:>11} {:>11} {:>11} {:>11} {:>8} {:>6} {:>6}", "min", "max", "amax", "rms", "zeros", "NaN", "Inf");
+  fmt::print("\n");
+
+  Progress progress("inspect", a.header_only ? "never" : a.progress, total_bytes);
+  double done = 0;
+  ValueStats all;
+  uint64_t all_bytes = 0;
+  ordered_json tj = ordered_json::array();
+  for (size_t i : selected) {
+    const io::TensorInfo& t = file.tensors()[i];
+    ordered_json e = {{"name", t.name}, {"dtype", io::dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.nbytes}};
+    std::string line = fmt::format("{:<{}} {:>5} {:>16} {:>10}", t.name, name_width, io::dtype_name(t.dtype),
+                                   shape_text(t.shape), size_text(t.nbytes));
+    all_bytes += t.nbytes;
+    const io::DType dtype = a.bf16_bits && t.dtype == io::DType::u16 ? io::DType::bf16 : t.dtype;
+    if (!a.header_only) {
+      if (is_float(dtype)) {
+        const ValueStats s = scan(file, i, dtype, progress, done);
+        all.merge(s);
+        line += fmt::format(" {:>11.4g} {:>11.4g} {:>11.4g} {:>11.4g} {:>8} {:>6} {:>6}", s.min, s.max, s.amax,
+                            s.rms(), s.zeros, s.nan, s.inf);
+        e.update({{"min", s.min},
+                  {"max", s.max},
+                  {"amax", s.amax},
+                  {"rms", s.rms()},
+                  {"zeros", s.zeros},
+                  {"nan", s.nan},
+                  {"inf", s.inf},
+                  {"finite", s.finite}});
+      } else {
+        done += static_cast<double>(t.nbytes);
+        line += "  (not a float tensor: no value statistics)";
+      }
+    }
+    progress.clear();
+    fmt::print("{}\n", line);
+    tj.push_back(e);
+  }
+  progress.clear();
+  if (!a.header_only && selected.size() > 1) {
+    fmt::print("{:<{}} {:>5} {:>16} {:>10} {:>11.4g} {:>11.4g} {:>11.4g} {:>11.4g} {:>8} {:>6} {:>6}\n",
+               fmt::format("all {} tensors", selected.size()), name_width, "", "", size_text(all_bytes), all.min,
+               all.max, all.amax, all.rms(), all.zeros, all.nan, all.inf);
+  }
+  if (all.nan + all.inf > 0)
+    fmt::print(stderr, "fp4emu: warning: '{}' holds {} NaN and {} Inf values (see the NaN and Inf columns)\n",
+               file.file(), all.nan, all.inf);
+
+  if (!a.json_out.empty()) {
+    ordered_json j = {{"tool", "fp4emu inspect"},
+                      {"version", kVersion},
+                      {"file", file.file()},
+                      {"kind", file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors"},
+                      {"size_bytes", file.file_size()},
+                      {"metadata", file.metadata()},
+                      {"tensors", tj}};
+    const std::string text = j.dump(2) + "\n";
+    io::write_file_atomic(a.json_out, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("inspect", "List the tensors of a .safetensors or .npy file with value statistics");
+  cmd->add_option("FILE", args->in, "Input: .safetensors or .npy")->required();
+  cmd->add_option("--tensor,-t", args->tensors, "Tensor name or glob (repeatable; default: all)")
+      ->allow_extra_args(false);
+  cmd->add_flag("--header-only", args->header_only, "Names, dtypes, shapes and sizes only; do not read the data");
+  cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
+  cmd->add_option("--json", args->json_out, "Also write the listing as JSON to this file");
+  cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
+      ->default_val("auto");
+  cmd->footer("Example: fp4emu inspect data/sample_dump.safetensors --tensor 'model.layers.0.*'");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli

@@ -1,0 +1,330 @@
+// `fp4emu resq DUMP --out DIR`: Rollout-ResQ, the sparsified quantized
+// residual, by sparsity pattern (analysis.md §2, §4, §8.2).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "fp4emu/analysis/heatmap.hpp"
+#include "fp4emu/analysis/resq.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/sha256.hpp"
+#include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/png.hpp"
+#include "fp4emu/version.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+using nlohmann::ordered_json;
+using namespace fp4emu::analysis;
+
+constexpr const char* kDefaultPatterns = "none,dense,2:4,4:8,1:4,channel50,block32x64,unstructured50,random50,row50";
+
+struct Args {
+  std::string dump;
+  std::vector<std::string> tensors;
+  std::string weights;
+  std::vector<std::string> formats;
+  std::vector<std::string> recipes;
+  std::string scale_rule;
+  std::string round;
+  std::vector<std::string> patterns;
+  double density = 0.5;
+  std::string order = "qs";
+  std::string transform = "none";
+  int64_t n = 256;
+  uint64_t seed = 0;
+  std::string out;
+};
+
+ordered_json num(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
+std::string csv(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.9g}", v);
+}
+std::string csv_text(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+constexpr const char* kColumns =
+    "tensor,format,recipe,transform,pattern,order,m,d,n,kept_density,act_mse,act_nmse,act_qsnr_db,"
+    "out_nmse_vs_XQW,out_qsnr_db,out_nmse_vs_XW,cosine_out,max_abs_out,recovered_fraction,drop_res_mse,"
+    "drop_res_rmse,drop_res_norm,drop_prim_mse,drop_prim_rmse,drop_prim_norm,sparse_speedup,"
+    "cost_fp16eq_over_mdn,speedup_vs_fp16,tensors,mean_act_qsnr_db,mean_out_qsnr_db";
+
+struct Shape {
+  int64_t m = 0, d = 0, n = 0;
+};
+
+std::string csv_row(const ResqRow& r, const Recipe& recipe, const std::string& transform, const std::string& order,
+                    const Shape& sh) {
+  const bool pooled = r.tensors > 1 || r.tensor == "(pooled)";
+  return fmt::format(
+      "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+      csv_text(r.tensor), format_name(recipe.format), recipe.id, csv_text(transform), r.pattern.name, order,
+      pooled ? "" : std::to_string(sh.m), pooled ? "" : std::to_string(sh.d), pooled ? "" : std::to_string(sh.n),
+      csv(r.kept_density()), csv(r.act_mse()), csv(r.act_nmse()), csv(r.act_qsnr_db()), csv(r.out_nmse_vs_xqw()),
+      csv(r.out_qsnr_db()), csv(r.out_nmse_vs_xw()), csv(r.cosine_out()), csv(r.sums.max_abs_out),
+      csv(r.recovered_fraction()), csv(r.drop_res_mse()), csv(r.drop_res_rmse()), csv(r.drop_res_norm()),
+      csv(r.drop_prim_mse()), csv(r.drop_prim_rmse()), csv(r.drop_prim_norm()), csv(sparse_speedup(r.pattern)),
+      csv(cost_over_mdn(r.pattern)), csv(speedup_vs_fp16(r.pattern)), r.tensors, csv(r.mean_act_qsnr_db),
+      csv(r.mean_out_qsnr_db));
+}
+
+ordered_json row_json(const ResqRow& r) {
+  return {{"tensor", r.tensor},
+          {"pattern", r.pattern.name},
+          {"tensors", r.tensors},
+          {"kept_density", r.kept_density()},
+          {"act_mse", num(r.act_mse())},
+          {"act_nmse", num(r.act_nmse())},
+          {"act_qsnr_db", num(r.act_qsnr_db())},
+          {"out_nmse_vs_XQW", num(r.out_nmse_vs_xqw())},
+          {"out_qsnr_db", num(r.out_qsnr_db())},
+          {"out_nmse_vs_XW", num(r.out_nmse_vs_xw())},
+          {"cosine_out", num(r.cosine_out())},
+          {"max_abs_out", num(r.sums.max_abs_out)},
+          {"recovered_fraction", num(r.recovered_fraction())},
+          {"drop_res_mse", num(r.drop_res_mse())},
+          {"drop_res_rmse", num(r.drop_res_rmse())},
+          {"drop_res_norm", num(r.drop_res_norm())},
+          {"drop_prim_mse", num(r.drop_prim_mse())},
+          {"drop_prim_rmse", num(r.drop_prim_rmse())},
+          {"drop_prim_norm", num(r.drop_prim_norm())},
+          {"sparse_speedup", sparse_speedup(r.pattern)},
+          {"cost_fp16eq_over_mdn", cost_over_mdn(r.pattern)},
+          {"speedup_vs_fp16", speedup_vs_fp16(r.pattern)},
+          {"mean_act_qsnr_db", num(r.mean_act_qsnr_db)},
+          {"mean_out_qsnr_db", num(r.mean_out_qsnr_db)}};
+}
+
+int run(const Args& a) {
+  const std::vector<const Recipe*> recipes = study_recipes(a.formats, a.recipes, a.scale_rule);
+  std::vector<std::string> names = a.patterns;
+  if (names.empty()) {
+    std::string_view rest = kDefaultPatterns;
+    while (!rest.empty()) {
+      const size_t c = rest.find(',');
+      names.emplace_back(rest.substr(0, c));
+      rest = c == std::string_view::npos ? std::string_view{} : rest.substr(c + 1);
+    }
+  }
+  std::vector<SparsityPattern> patterns;
+  for (const std::string& p : names) patterns.push_back(parse_pattern(p, a.density, a.seed));
+  ResqOptions opt;
+  if (a.order == "qs") opt.order = ResqOrder::qs;
+  else if (a.order == "sq") opt.order = ResqOrder::sq;
+  else throw InputError(fmt::format("--order '{}' is unknown; use qs (S(Q(dX)), the paper's) or sq (Q(S(dX)))", a.order));
+  const TransformSpec transform = parse_transform(a.transform);
+  std::optional<Rounding> rounding;
+  if (!a.round.empty()) {
+    rounding = parse_rounding(a.round);
+    if (!rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
+  }
+  if (a.n < 1) throw InputError("--n must be at least 1");
+
+  const Dump dump(a.dump, a.tensors);
+  std::optional<Dump> weights;
+  if (!a.weights.empty()) weights.emplace(a.weights, std::vector<std::string>{});
+  std::optional<Dump> calib;
+  if (!transform.calib.empty()) calib.emplace(transform.calib, std::vector<std::string>{});
+
+  struct PerRecipe {
+    std::vector<ResqRow> rows;    // per tensor, pattern-major within a tensor
+    std::vector<ResqRow> pooled;  // one per pattern
+    int64_t inexact = 0;
+  };
+  std::vector<PerRecipe> per(recipes.size());
+  std::vector<Shape> shapes;
+  std::vector<std::string> weight_sources;
+  for (size_t ti = 0; ti < dump.size(); ++ti) {
+    const DumpTensor t = dump.load(ti);
+    const MatrixShape ms = as_matrix(t.x);
+    std::optional<Tensor> w;
+    if (weights) {
+      w = find_weights(*weights, t.name, ms.cols);
+      if (!w)
+        throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors of "
+                                     "the same layer and projection, n x {})",
+                                     a.weights, t.name, ms.cols));
+      weight_sources.push_back(a.weights);
+    } else {
+      w = synthetic_weights(a.n, ms.cols, a.seed);
+      weight_sources.push_back(fmt::format("synthetic N(0, 1/d), seed {}", a.seed));
+    }
+    shapes.push_back({ms.rows, ms.cols, w->shape[0]});
+    std::optional<Tensor> calib_x;
+    if (calib) {
+      const auto ci = calib->find(t.name);
+      if (!ci) throw InputError(fmt::format("SmoothQuant calibration dump {} has no tensor {}", transform.calib, t.name));
+      DumpTensor c = calib->load(*ci);
+      const MatrixShape cs = as_matrix(c.x);
+      calib_x = Tensor{{cs.rows, cs.cols}, std::move(c.x.data)};
+    }
+    for (size_t ri = 0; ri < recipes.size(); ++ri) {
+      QuantOptions o;
+      o.recipe = std::string(recipes[ri]->id);
+      o.rounding = rounding;
+      o.input_dtype = t.dtype;
+      ResqTensorResult r = study_resq(t.name, t.x, *w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
+      per[ri].inexact += r.residual_inexact;
+      for (ResqRow& row : r.rows) per[ri].rows.push_back(std::move(row));
+    }
+  }
+  // Pooled rows: sums added over tensors; the per-tensor dB averaged.
+  for (PerRecipe& pr : per)
+    for (size_t pi = 0; pi < patterns.size(); ++pi) {
+      ResqRow pooled;
+      pooled.tensor = "(pooled)";
+      pooled.pattern = patterns[pi];
+      pooled.tensors = 0;
+      pooled.mean_act_qsnr_db = pooled.mean_out_qsnr_db = 0;
+      for (size_t k = pi; k < pr.rows.size(); k += patterns.size()) {
+        pooled.sums.add(pr.rows[k].sums);
+        pooled.mean_act_qsnr_db += pr.rows[k].act_qsnr_db();
+        pooled.mean_out_qsnr_db += pr.rows[k].out_qsnr_db();
+        ++pooled.tensors;
+      }
+      pooled.mean_act_qsnr_db /= pooled.tensors;
+      pooled.mean_out_qsnr_db /= pooled.tensors;
+      pr.pooled.push_back(std::move(pooled));
+    }
+
+  const std::string order = a.order;
+  std::string csv_out = std::string(kColumns) + "\n";
+  ordered_json jr = ordered_json::array();
+  std::vector<std::pair<std::string, io::RgbImage>> charts;
+  fmt::print("{}: {} tensor(s){}; weights: {}\n", a.dump, dump.size(),
+             dump.aliases().empty() ? "" : fmt::format(", {} duplicate input(s) skipped", dump.aliases().size()),
+             weights ? a.weights : fmt::format("synthetic N(0, 1/d) x {} rows, seed {}", a.n, a.seed));
+  for (size_t ri = 0; ri < recipes.size(); ++ri) {
+    const Recipe& recipe = *recipes[ri];
+    const std::string ttext = transform.to_string(block_size(recipe.format));
+    ordered_json tensors_json = ordered_json::array();
+    for (size_t k = 0; k < per[ri].rows.size(); ++k) {
+      const ResqRow& r = per[ri].rows[k];
+      csv_out += csv_row(r, recipe, ttext, order, shapes[k / patterns.size()]);
+      ordered_json j = row_json(r);
+      const Shape& sh = shapes[k / patterns.size()];
+      j["m"] = sh.m, j["d"] = sh.d, j["n"] = sh.n;
+      tensors_json.push_back(std::move(j));
+    }
+    ordered_json pooled_json = ordered_json::array();
+    for (const ResqRow& r : per[ri].pooled) {
+      csv_out += csv_row(r, recipe, ttext, order, {});
+      pooled_json.push_back(row_json(r));
+    }
+    fmt::print("\n{} ({}), transform {}, order {}: pooled over {} tensor(s)\n", format_name(recipe.format), recipe.id,
+               ttext, order, dump.size());
+    fmt::print("  {:<16} {:>6} {:>9} {:>9} {:>9} {:>12} {:>12} {:>8}\n", "pattern", "kept", "act dB", "out dB",
+               "recovered", "D_res mse", "D_prim mse", "speedup");
+    for (const ResqRow& r : per[ri].pooled)
+      fmt::print("  {:<16} {:>6.3f} {:>9.2f} {:>9.2f} {:>9.4f} {:>12.4g} {:>12.4g} {:>7.2f}x\n", r.pattern.name,
+                 r.kept_density(), r.act_qsnr_db(), r.out_qsnr_db(), r.recovered_fraction(), r.drop_res_mse(),
+                 r.drop_prim_mse(), speedup_vs_fp16(r.pattern));
+
+    BarChart chart;
+    chart.title = fmt::format("Rollout-ResQ residual by sparsity pattern: {} ({})", format_name(recipe.format),
+                              recipe.id);
+    chart.subtitle = fmt::format("{}: {} tensor(s), pooled; transform {}, order {}. Below each pattern: speed-up vs "
+                                 "FP16 (cost model)",
+                                 std::filesystem::path(a.dump).filename().string(), dump.size(), ttext, order);
+    chart.y_label = "QSNR (dB), higher is better";
+    BarSeries act{"activation QSNR: X^ vs X", {}}, out{"output QSNR: X^ Q(W)^T vs X Q(W)^T", {}};
+    for (const ResqRow& r : per[ri].pooled) {
+      chart.categories.push_back(r.pattern.name);
+      chart.notes.push_back(fmt::format("{:.2f}x", speedup_vs_fp16(r.pattern)));
+      act.values.push_back(r.act_qsnr_db());
+      out.values.push_back(r.out_qsnr_db());
+    }
+    chart.series = {act, out};
+    std::string file = "resq_" + std::string(recipe.id) + ".png";
+    std::replace(file.begin(), file.end(), '.', '_');
+    file.replace(file.size() - 4, 4, ".png");
+    charts.emplace_back(file, render_bar_chart(chart));
+    jr.push_back({{"format", format_name(recipe.format)},
+                  {"recipe", recipe.id},
+                  {"block", block_size(recipe.format)},
+                  {"transform", ttext},
+                  {"chart", file},
+                  {"residual_inexact_in_fp32", per[ri].inexact},
+                  {"pooled", pooled_json},
+                  {"tensors", tensors_json}});
+  }
+
+  ordered_json root;
+  root["tool"] = {{"name", "fp4emu resq"}, {"version", kVersion}};
+  root["input"] = {{"file", a.dump}, {"sha256", golden::sha256_file_hex(a.dump)}, {"metadata", dump.metadata()}};
+  root["weights"] = weights ? ordered_json({{"file", a.weights}, {"sha256", golden::sha256_file_hex(a.weights)}})
+                            : ordered_json({{"synthetic", "N(0, 1/d)"}, {"n", a.n}, {"seed", a.seed}});
+  root["aliases"] = dump.aliases();
+  root["options"] = {{"order", order}, {"density", a.density}, {"seed", a.seed},
+                     {"rounding", rounding ? ordered_json(to_string(*rounding)) : ordered_json("recipe default")},
+                     {"residual_scales", "recompute"}, {"tie", "lowest-index"}};
+  root["cost_model"] = {
+      {"formula", "C / (m d n) = (2 / r4) (1 + rho / r_s), r4 = 4, rho = 1 with a residual GEMM (0 for none)"},
+      {"r_s", "2 for 2:4 and 4:8; 1/density for channel, row and block; 1 otherwise"},
+      {"not_modelled", "the quantize, residual and gather passes"}};
+  root["results"] = jr;
+
+  const std::filesystem::path outdir(a.out);
+  std::error_code ec;
+  std::filesystem::create_directories(outdir, ec);
+  if (ec || !std::filesystem::is_directory(outdir))
+    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", a.out, ec.message()));
+  write_text(outdir / "resq.csv", csv_out);
+  write_text(outdir / "resq.json", root.dump(1) + "\n");
+  std::vector<std::string> written = {"resq.csv", "resq.json"};
+  for (const auto& [file, image] : charts) {
+    io::write_png(outdir / file, image);
+    written.push_back(file);
+  }
+  fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
+  return 0;
+}
+
+}  // namespace
+
+void add_resq(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("resq", "Rollout-ResQ study: Q(X) + S(Q(X - Q(X))) by sparsity pattern, activation "
+                                          "and output errors, deletion measures, cost model (analysis.md §2, §4)");
+  cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
+      ->required();
+  cmd->add_option("--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)");
+  cmd->add_option("--weights,-w", args->weights,
+                  "Weights dump ('<layer>.<proj>.weight', n x d); default: seeded synthetic N(0, 1/d) weights");
+  cmd->add_option("--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)")
+      ->delimiter(',');
+  cmd->add_option("--recipe,-r", args->recipes, "Recipe ids instead of --format")->delimiter(',');
+  cmd->add_option("--scale-rule", args->scale_rule, "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
+  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+  cmd->add_option("--pattern,--patterns,-p", args->patterns,
+                  fmt::format("Sparsity patterns (default: {}); also any N:M (N < M <= 16), channelP, rowP, "
+                              "unstructuredP, randomP, blockRxC",
+                              kDefaultPatterns))
+      ->delimiter(',');
+  cmd->add_option("--density", args->density, "Kept fraction of patterns without a percent (blockRxC, channel...)")
+      ->default_val(0.5);
+  cmd->add_option("--order", args->order, "qs: S(Q(dX)) (the paper's) | sq: Q(S(dX))")->default_val("qs");
+  cmd->add_option("--transform", args->transform,
+                  "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP], applied to X and W")
+      ->default_val("none");
+  cmd->add_option("--n", args->n, "Rows of the synthetic weights")->default_val(256);
+  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights and of random patterns")->default_val(0);
+  cmd->add_option("--out,-o", args->out, "Output directory")->required();
+  cmd->footer("Example: fp4emu resq data/sample_dump.safetensors --format hif4,mxfp4 --pattern dense,2:4,4:8,channel50 "
+              "--out resq/");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli

@@ -1,0 +1,78 @@
+// `fp4emu sample OUT.safetensors`: a seeded synthetic activation dump (the
+// model is described in fp4emu/analysis/sample.hpp). Tensors are generated
+// and written one at a time, so the dump may be larger than memory.
+#include <fmt/format.h>
+
+#include "cli.hpp"
+#include "fp4emu/analysis/sample.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/safetensors.hpp"
+#include "progress.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+struct Args {
+  std::string out;
+  SampleOptions options;
+  std::string progress = "auto";
+};
+
+int run(const Args& a) {
+  check_progress_mode(a.progress);
+  if (std::filesystem::path(a.out).extension() != ".safetensors")
+    throw InputError(fmt::format("output '{}': sample writes safetensors; name the file *.safetensors", a.out));
+  io::check_output_path(a.out, "output");
+  const std::vector<SampleTensor> layout = sample_layout(a.options);
+  std::vector<io::SafetensorsEntry> entries;
+  double total = 0;
+  for (const SampleTensor& t : layout) {
+    entries.push_back({t.name, io::DType::bf16, t.shape, 0, 0});
+    total += static_cast<double>(t.shape[0] * t.shape[1]);
+  }
+  Progress progress("sample", a.progress, total);
+  io::SafetensorsWriter writer(a.out, entries, sample_metadata(a.options));
+  double done = 0;
+  for (const SampleTensor& t : layout) {
+    progress.update(done, t.name);
+    const std::vector<uint16_t> bits = generate_sample_tensor(a.options, t);
+    writer.write_next(std::span(reinterpret_cast<const uint8_t*>(bits.data()), bits.size() * 2));
+    done += static_cast<double>(bits.size());
+  }
+  writer.commit();
+  progress.clear();
+  fmt::print("{}: {} tensors ({} layers x qkv_in, o_in, gateup_in, down_in), {} tokens, hidden {}, intermediate {}, "
+             "{} hot channels, seed {}, bf16\n",
+             a.out, layout.size(), a.options.layers, a.options.tokens, a.options.hidden,
+             sample_intermediate(a.options), a.options.outliers, a.options.seed);
+  return 0;
+}
+
+}  // namespace
+
+void add_sample(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  const SampleOptions d;
+  auto* cmd = app.add_subcommand(
+      "sample", "Write a seeded synthetic dump of LLM-like linear-layer inputs (bf16 .safetensors)");
+  cmd->add_option("OUT", args->out, "Output .safetensors file")->required();
+  cmd->add_option("--seed", args->options.seed, "Random seed; the same options give the same bytes")
+      ->default_val(d.seed);
+  cmd->add_option("--layers", args->options.layers, "Transformer layers (4 tensors each)")->default_val(d.layers);
+  cmd->add_option("--tokens", args->options.tokens, "Rows of every tensor (tokens)")->default_val(d.tokens);
+  cmd->add_option("--hidden", args->options.hidden, "Width of qkv_in, o_in, gateup_in")->default_val(d.hidden);
+  cmd->add_option("--intermediate", args->options.intermediate,
+                  "Width of down_in (default: 8/3 hidden rounded up to a multiple of 64)");
+  cmd->add_option("--outliers", args->options.outliers,
+                  "Persistent hot channels in the hidden dims (and as many in the intermediate dims)")
+      ->default_val(d.outliers);
+  cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
+      ->default_val("auto");
+  cmd->footer(
+      "The bundled data/sample_dump.safetensors is `fp4emu sample data/sample_dump.safetensors` (the defaults).\n"
+      "Example: fp4emu sample big.safetensors --layers 28 --tokens 2048 --hidden 3584 --intermediate 18944 --seed 7");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli

@@ -1,0 +1,459 @@
+// `fp4emu underflow DUMP --out DIR`: how many nonzero activations each format
+// flushes to zero, per tensor, block, token and channel (analysis.md §1, §8.1),
+// with summary and detail heatmaps.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "fp4emu/analysis/heatmap.hpp"
+#include "fp4emu/analysis/resq.hpp"
+#include "fp4emu/analysis/underflow.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/sha256.hpp"
+#include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/png.hpp"
+#include "fp4emu/version.hpp"
+
+namespace fp4emu::cli {
+namespace {
+
+using nlohmann::ordered_json;
+using namespace fp4emu::analysis;
+
+struct Args {
+  std::string dump;
+  std::vector<std::string> tensors;
+  std::vector<std::string> formats;
+  std::vector<std::string> recipes;
+  std::string scale_rule;
+  std::string round;
+  std::vector<std::string> transforms;
+  std::string weights;
+  int64_t n = 256;
+  uint64_t seed = 0;
+  UnderflowOptions uf;
+  std::string detail = "auto";
+  int detail_rows = 256;
+  std::string out;
+};
+
+// JSON numbers; NaN and infinities (no JSON literal) become null.
+ordered_json num(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
+// CSV numbers: 9 significant digits; NaN empty, infinities "inf".
+std::string csv(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.9g}", v);
+}
+std::string csv_text(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+struct Run {  // one recipe x transform
+  const Recipe* recipe;
+  TransformSpec transform;
+  std::string transform_text;
+};
+
+struct Result {
+  size_t run, tensor;
+  TensorRole role;
+  UnderflowStats s;
+};
+
+constexpr const char* kColumns =
+    "file,tensor,layer,kind,proj,phase,step,m,d,format,recipe,transform,block,n,n_nonzero,n_underflow,"
+    "underflow_ratio,zero_ratio_after,n_blocks,blocks_with_underflow_ratio,mean_block_ur,p99_block_ur,max_block_ur,"
+    "outlier_block_ratio_abs,outlier_block_ratio_rel,outlier_block_ratio_uf,saturation_ratio,crest_mean,max_abs,rms,"
+    "qsnr_db,rel_l2,cosine";
+
+std::string meta(const Dump& d, const char* key) {
+  const auto it = d.metadata().find(key);
+  return it == d.metadata().end() ? "" : it->second;
+}
+
+ordered_json hist_json(const std::map<int, int64_t>& h) {
+  ordered_json a = ordered_json::array();
+  for (auto [e, c] : h) a.push_back({e, c});
+  return a;
+}
+
+ordered_json ranked_json(const std::vector<RankedIndex>& v) {
+  ordered_json a = ordered_json::array();
+  for (const RankedIndex& r : v) a.push_back({{"index", r.index}, {"ur", r.ur}, {"nonzero", r.nonzero}});
+  return a;
+}
+
+ordered_json vec_json(const std::vector<double>& v) {
+  ordered_json a = ordered_json::array();
+  for (double x : v) a.push_back(num(x));
+  return a;
+}
+
+std::string panel_title(const Run& r) {
+  return fmt::format("{} ({}), transform {}", format_name(r.recipe->format), r.recipe->id, r.transform_text);
+}
+
+// The detail map of one tensor: token bins x channel-block bins, UR_B pooled
+// over each bin (flushed / nonzero).
+HeatmapPanel detail_panel(const UnderflowStats& s, const Run& r, int max_rows) {
+  const int64_t blocks = (s.cols + s.block - 1) / s.block;
+  const int64_t rbin = (s.rows + max_rows - 1) / max_rows, cbin = (blocks + 511) / 512;
+  HeatmapPanel p;
+  p.title = panel_title(r) + fmt::format(": UR per block of {}", s.block);
+  p.rows = int((s.rows + rbin - 1) / rbin);
+  p.cols = int((blocks + cbin - 1) / cbin);
+  p.row_step = double(rbin), p.col_step = double(cbin);
+  p.x_label = cbin == 1 ? fmt::format("channel block (d / {})", s.block)
+                        : fmt::format("channel block (d / {}, {} per cell)", s.block, cbin);
+  p.y_label = rbin == 1 ? "token" : fmt::format("token ({} per row)", rbin);
+  std::vector<int64_t> nz(size_t(p.rows) * p.cols, 0), fl(nz.size(), 0);
+  for (int64_t t = 0; t < s.rows; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const size_t cell = size_t(t / rbin) * p.cols + size_t(b / cbin);
+      nz[cell] += s.block_nonzero[t * blocks + b];
+      fl[cell] += s.block_flushed[t * blocks + b];
+    }
+  p.values.resize(nz.size());
+  for (size_t i = 0; i < nz.size(); ++i) p.values[i] = nz[i] ? double(fl[i]) / nz[i] : std::nan("");
+  return p;
+}
+
+int run(const Args& a) {
+  const std::vector<const Recipe*> recipes = study_recipes(a.formats, a.recipes, a.scale_rule);
+  std::vector<Run> runs;
+  const std::vector<std::string> transforms = a.transforms.empty() ? std::vector<std::string>{"none"} : a.transforms;
+  for (const Recipe* r : recipes)
+    for (const std::string& t : transforms) {
+      const TransformSpec spec = parse_transform(t);
+      runs.push_back({r, spec, spec.to_string(block_size(r->format))});
+    }
+  std::optional<Rounding> rounding;
+  if (!a.round.empty()) {
+    rounding = parse_rounding(a.round);
+    if (!rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
+  }
+  if (a.n < 1) throw InputError("--n must be at least 1");
+  if (a.detail_rows < 1) throw InputError("--detail-rows must be at least 1");
+
+  const Dump dump(a.dump, a.tensors);
+  std::optional<Dump> weights;
+  if (!a.weights.empty()) weights.emplace(a.weights, std::vector<std::string>{});
+  std::map<std::string, std::unique_ptr<Dump>> calib_dumps;
+  for (const Run& r : runs)
+    if (!r.transform.calib.empty() && !calib_dumps.count(r.transform.calib))
+      calib_dumps[r.transform.calib] = std::make_unique<Dump>(r.transform.calib, std::vector<std::string>{});
+  std::optional<size_t> detail_index;
+  if (a.detail != "auto" && a.detail != "none") {
+    detail_index = dump.find(a.detail);
+    if (!detail_index)
+      throw InputError(fmt::format("--detail {}: no such tensor among the selected ones of {} (use a full tensor "
+                                   "name, auto or none)",
+                                   a.detail, a.dump));
+  }
+
+  std::vector<Result> results;
+  std::vector<std::string> weight_sources(dump.size());
+  for (size_t ti = 0; ti < dump.size(); ++ti) {
+    const DumpTensor t = dump.load(ti);
+    const MatrixShape ms = as_matrix(t.x);
+    std::optional<Tensor> w;
+    for (const Run& r : runs) {
+      if (r.transform.kind != TransformSpec::Kind::smoothquant) continue;
+      if (!w) {
+        if (weights) w = find_weights(*weights, t.name, ms.cols);
+        if (weights && !w)
+          throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors "
+                                       "of the same layer and projection)",
+                                       a.weights, t.name));
+        weight_sources[ti] = w ? a.weights : fmt::format("synthetic N(0,1/d) {}x{} seed {}", a.n, ms.cols, a.seed);
+        if (!w) w = synthetic_weights(a.n, ms.cols, a.seed);
+      }
+    }
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      const Run& r = runs[ri];
+      QuantOptions o;
+      o.recipe = std::string(r.recipe->id);
+      o.rounding = rounding;
+      o.input_dtype = t.dtype;
+      std::optional<DumpTensor> calib;
+      if (!r.transform.calib.empty()) {
+        const Dump& cd = *calib_dumps.at(r.transform.calib);
+        const auto ci = cd.find(t.name);
+        if (!ci)
+          throw InputError(fmt::format("SmoothQuant calibration dump {} has no tensor {}", r.transform.calib, t.name));
+        calib = cd.load(*ci);
+      }
+      Tensor calib2;
+      if (calib) {
+        const MatrixShape cs = as_matrix(calib->x);
+        calib2 = Tensor{{cs.rows, cs.cols}, calib->x.data};
+      }
+      results.push_back({ri, ti, parse_tensor_role(t.name),
+                         study_underflow(t.x, o, r.transform, w ? &*w : nullptr, calib ? &calib2 : nullptr, a.uf)});
+    }
+  }
+
+  // ---- tables -------------------------------------------------------------
+  const std::string file = std::filesystem::path(a.dump).filename().string();
+  const std::string phase = meta(dump, "phase"), step = meta(dump, "step");
+  std::string csv_out = std::string(kColumns) + "\n";
+  ordered_json jt = ordered_json::array();
+  for (const Result& res : results) {
+    const Run& r = runs[res.run];
+    const UnderflowStats& s = res.s;
+    const std::string& name = dump.name(res.tensor);
+    csv_out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        csv_text(file), csv_text(name), res.role.layer < 0 ? "" : std::to_string(res.role.layer), res.role.kind,
+        res.role.proj, csv_text(phase), csv_text(step), s.rows, s.cols, format_name(r.recipe->format), r.recipe->id,
+        csv_text(r.transform_text), s.block, s.n, s.n_nonzero, s.n_underflow, csv(s.underflow_ratio),
+        csv(s.zero_ratio_after), s.n_blocks, csv(s.blocks_with_underflow_ratio), csv(s.mean_block_ur),
+        csv(s.p99_block_ur), csv(s.max_block_ur), csv(s.outlier_block_ratio_abs), csv(s.outlier_block_ratio_rel),
+        csv(s.outlier_block_ratio_uf), s.saturation_ratio ? csv(*s.saturation_ratio) : "", csv(s.crest_mean),
+        csv(s.max_abs), csv(s.rms), csv(s.qsnr_db), csv(s.rel_l2), csv(s.cosine));
+    ordered_json j;
+    j["tensor"] = name;
+    j["layer"] = res.role.layer < 0 ? ordered_json(nullptr) : ordered_json(res.role.layer);
+    j["kind"] = res.role.kind;
+    j["proj"] = res.role.proj;
+    j["m"] = s.rows, j["d"] = s.cols;
+    j["format"] = format_name(r.recipe->format), j["recipe"] = r.recipe->id, j["transform"] = r.transform_text;
+    j["block"] = s.block, j["n"] = s.n, j["n_nonfinite"] = s.n_nonfinite, j["n_nonzero"] = s.n_nonzero;
+    j["n_underflow"] = s.n_underflow, j["underflow_ratio"] = s.underflow_ratio;
+    j["n_zero_after"] = s.n_zero_after, j["zero_ratio_after"] = s.zero_ratio_after;
+    j["n_blocks"] = s.n_blocks, j["n_blocks_nonzero"] = s.n_blocks_nonzero;
+    j["blocks_with_underflow_ratio"] = s.blocks_with_underflow_ratio;
+    j["mean_block_ur"] = s.mean_block_ur, j["p99_block_ur"] = s.p99_block_ur, j["max_block_ur"] = s.max_block_ur;
+    j["outlier_block_ratio_abs"] = s.outlier_block_ratio_abs;
+    j["outlier_block_ratio_rel"] = s.outlier_block_ratio_rel;
+    j["outlier_block_ratio_uf"] = s.outlier_block_ratio_uf;
+    j["n_saturated"] = s.n_saturated ? ordered_json(*s.n_saturated) : ordered_json(nullptr);
+    j["saturation_ratio"] = s.saturation_ratio ? num(*s.saturation_ratio) : ordered_json(nullptr);
+    j["crest"] = {{"mean", s.crest_mean}, {"median", s.crest_median}, {"q3", s.crest_q3}, {"max", s.crest_max}};
+    j["max_abs"] = s.max_abs, j["rms"] = s.rms, j["qsnr_db"] = num(s.qsnr_db), j["rel_l2"] = s.rel_l2;
+    j["cosine"] = s.cosine;
+    j["top_tokens"] = ranked_json(s.top_tokens), j["top_channels"] = ranked_json(s.top_channels);
+    j["token_ur"] = vec_json(s.token_ur), j["channel_ur"] = vec_json(s.channel_ur);
+    j["log2_hist_all"] = hist_json(s.log2_hist_all), j["log2_hist_underflow"] = hist_json(s.log2_hist_underflow);
+    if (!weight_sources[res.tensor].empty() && r.transform.kind == TransformSpec::Kind::smoothquant)
+      j["smoothquant_weights"] = weight_sources[res.tensor];
+    jt.push_back(std::move(j));
+  }
+
+  // Pooled over tensors, per run: counts summed, then the ratio.
+  ordered_json pooled = ordered_json::array();
+  fmt::print("{}: {} tensor(s){}\n", a.dump, dump.size(),
+             dump.aliases().empty() ? "" : fmt::format(", {} duplicate input(s) skipped", dump.aliases().size()));
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    int64_t nz = 0, fl = 0, n = 0, z = 0, blocks = 0, bw = 0;
+    fmt::print("\n{}\n  {:<48} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8}\n", panel_title(runs[ri]), "tensor", "UR %",
+               "ZR %", "blk>0 %", "out.abs", "out.rel", "out.uf", "QSNR dB");
+    for (const Result& res : results) {
+      if (res.run != ri) continue;
+      const UnderflowStats& s = res.s;
+      nz += s.n_nonzero, fl += s.n_underflow, n += s.n, z += s.n_zero_after, blocks += s.n_blocks;
+      bw += std::llround(s.blocks_with_underflow_ratio * double(s.n_blocks));
+      std::string name = dump.name(res.tensor);
+      if (name.size() > 48) name = "..." + name.substr(name.size() - 45);
+      fmt::print("  {:<48} {:>8.2f} {:>8.2f} {:>9.2f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.2f}\n", name,
+                 100 * s.underflow_ratio, 100 * s.zero_ratio_after, 100 * s.blocks_with_underflow_ratio,
+                 s.outlier_block_ratio_abs, s.outlier_block_ratio_rel, s.outlier_block_ratio_uf, s.qsnr_db);
+    }
+    const double ur = nz ? double(fl) / nz : 0.0, zr = n ? double(z) / n : 0.0;
+    fmt::print("  {:<48} {:>8.2f} {:>8.2f}\n", "(pooled)", 100 * ur, 100 * zr);
+    pooled.push_back({{"format", format_name(runs[ri].recipe->format)},
+                      {"recipe", runs[ri].recipe->id},
+                      {"transform", runs[ri].transform_text},
+                      {"n", n},
+                      {"n_nonzero", nz},
+                      {"n_underflow", fl},
+                      {"underflow_ratio", ur},
+                      {"zero_ratio_after", zr},
+                      {"n_blocks", blocks},
+                      {"blocks_with_underflow_ratio", blocks ? double(bw) / blocks : 0.0}});
+  }
+
+  // ---- heatmaps -----------------------------------------------------------
+  int max_layer = -1;
+  for (const Result& res : results)
+    if (!res.role.kind.empty()) max_layer = std::max(max_layer, res.role.layer);
+  const std::span<const std::string_view> kinds = tensor_kinds();
+  const std::string subtitle = fmt::format("{} | UR = nonzero inputs flushed to zero; grey = no tensor", file);
+  std::optional<io::RgbImage> summary_png;
+  std::string summary_csv = "format,recipe,transform,kind,layer,n_nonzero,n_underflow,underflow_ratio\n";
+  ordered_json summary_json = ordered_json::array();
+  if (max_layer >= 0) {
+    HeatmapFigure fig;
+    fig.title = "Underflow ratio by layer and tensor";
+    fig.subtitle = subtitle;
+    fig.colorbar_label = "underflow ratio (UR)";
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      HeatmapPanel p;
+      p.title = panel_title(runs[ri]);
+      p.rows = int(kinds.size()), p.cols = max_layer + 1;
+      for (std::string_view k : kinds) p.row_labels.emplace_back(k);
+      p.x_label = "layer", p.y_label = "tensor";
+      std::vector<int64_t> nz(size_t(p.rows) * p.cols, 0), fl(nz.size(), 0);
+      std::vector<uint8_t> seen(nz.size(), 0);
+      for (const Result& res : results) {
+        if (res.run != ri || res.role.kind.empty() || res.role.layer < 0) continue;
+        const size_t k = std::find(kinds.begin(), kinds.end(), res.role.kind) - kinds.begin();
+        const size_t cell = k * p.cols + res.role.layer;
+        nz[cell] += res.s.n_nonzero, fl[cell] += res.s.n_underflow, seen[cell] = 1;
+      }
+      ordered_json matrix = ordered_json::array();
+      for (int k = 0; k < p.rows; ++k) {
+        ordered_json row = ordered_json::array();
+        for (int l = 0; l < p.cols; ++l) {
+          const size_t cell = size_t(k) * p.cols + l;
+          const double v = !seen[cell] ? std::nan("") : nz[cell] ? double(fl[cell]) / nz[cell] : 0.0;
+          p.values.push_back(v);
+          row.push_back(num(v));
+          if (seen[cell])
+            summary_csv += fmt::format("{},{},{},{},{},{},{},{}\n", format_name(runs[ri].recipe->format),
+                                       runs[ri].recipe->id, csv_text(runs[ri].transform_text), kinds[k], l, nz[cell],
+                                       fl[cell], csv(v));
+        }
+        matrix.push_back(std::move(row));
+      }
+      summary_json.push_back({{"recipe", runs[ri].recipe->id},
+                              {"transform", runs[ri].transform_text},
+                              {"rows", kinds},
+                              {"layers", p.cols},
+                              {"ur", std::move(matrix)}});
+      fig.panels.push_back(std::move(p));
+    }
+    summary_png = render_heatmap(fig);
+  } else {
+    fmt::print("\nno tensor name carries a layer index and kind (e.g. model.layers.3.mlp.down_proj.input): "
+               "no summary heatmap\n");
+  }
+
+  if (a.detail == "auto" && !results.empty()) {
+    // The tensor with the highest UR under the first recipe and transform.
+    const Result* best = nullptr;
+    for (const Result& res : results)
+      if (res.run == 0 && (!best || res.s.underflow_ratio > best->s.underflow_ratio)) best = &res;
+    detail_index = best->tensor;
+  }
+  std::optional<io::RgbImage> detail_png;
+  std::string detail_csv = "recipe,transform,token_start,token_end,block_start,block_end,underflow_ratio\n";
+  if (detail_index) {
+    HeatmapFigure fig;
+    fig.title = "Underflow per block: " + dump.name(*detail_index);
+    fig.subtitle = file + " | UR_B = nonzero inputs of the block flushed to zero; grey = no nonzero input";
+    fig.colorbar_label = "block underflow ratio (UR_B)";
+    for (const Result& res : results) {
+      if (res.tensor != *detail_index) continue;
+      HeatmapPanel p = detail_panel(res.s, runs[res.run], a.detail_rows);
+      for (int r = 0; r < p.rows; ++r)
+        for (int c = 0; c < p.cols; ++c) {
+          const int64_t t0 = int64_t(r * p.row_step), b0 = int64_t(c * p.col_step);
+          const int64_t blocks = (res.s.cols + res.s.block - 1) / res.s.block;
+          detail_csv += fmt::format("{},{},{},{},{},{},{}\n", runs[res.run].recipe->id,
+                                    csv_text(runs[res.run].transform_text), t0,
+                                    std::min<int64_t>(res.s.rows, t0 + int64_t(p.row_step)), b0,
+                                    std::min<int64_t>(blocks, b0 + int64_t(p.col_step)),
+                                    csv(p.values[size_t(r) * p.cols + c]));
+        }
+      fig.panels.push_back(std::move(p));
+    }
+    detail_png = render_heatmap(fig);
+  }
+
+  ordered_json root;
+  root["tool"] = {{"name", "fp4emu underflow"}, {"version", kVersion}};
+  root["input"] = {{"file", a.dump}, {"sha256", golden::sha256_file_hex(a.dump)}, {"metadata", dump.metadata()}};
+  root["aliases"] = dump.aliases();
+  ordered_json rj = ordered_json::array();
+  for (const Run& r : runs)
+    rj.push_back({{"format", format_name(r.recipe->format)},
+                  {"recipe", r.recipe->id},
+                  {"block", block_size(r.recipe->format)},
+                  {"rounding", rounding ? std::string(to_string(*rounding)) : std::string(to_string(r.recipe->element_rounding))},
+                  {"transform", r.transform_text}});
+  root["runs"] = rj;
+  root["options"] = {{"tau_abs", a.uf.tau_abs}, {"tau_rel", a.uf.tau_rel}, {"tau_uf", a.uf.tau_uf},
+                     {"seed", a.seed},          {"synthetic_n", a.n}};
+  root["definitions"] = {
+      {"underflow_ratio", "nonzero finite inputs x with Q(x) = 0, over nonzero finite inputs (of the quantized "
+                          "operand, after any transform)"},
+      {"zero_ratio_after", "Q(x) = 0 over finite inputs"},
+      {"block_ur", "UR inside one block along d; mean/p99/max over blocks with a nonzero input"},
+      {"outlier_rules", "abs: block holds |x| >= tau_abs; rel: amax_B >= tau_rel * median amax_B; uf: UR_B >= tau_uf"},
+      {"saturation_ratio", "inputs quantized to the largest element code with |x| above its value"},
+      {"qsnr_db", "10 log10(sum x^2 / sum (x - x^)^2), x^ the reconstruction mapped back to the input's domain"}};
+  root["pooled"] = pooled;
+  root["tensors"] = jt;
+  root["heatmaps"] = {{"summary", summary_json},
+                      {"detail_tensor", detail_index ? ordered_json(dump.name(*detail_index)) : ordered_json(nullptr)}};
+
+  // Everything is computed; write the files (each atomically).
+  const std::filesystem::path out(a.out);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec || !std::filesystem::is_directory(out))
+    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", a.out, ec.message()));
+  write_text(out / "summary.csv", csv_out);
+  write_text(out / "summary.json", root.dump(1) + "\n");
+  std::vector<std::string> written = {"summary.csv", "summary.json"};
+  if (summary_png) {
+    io::write_png(out / "summary_heatmap.png", *summary_png);
+    write_text(out / "summary_heatmap.csv", summary_csv);
+    written.insert(written.end(), {"summary_heatmap.png", "summary_heatmap.csv"});
+  }
+  if (detail_png) {
+    io::write_png(out / "detail_heatmap.png", *detail_png);
+    write_text(out / "detail_heatmap.csv", detail_csv);
+    written.insert(written.end(), {"detail_heatmap.png", "detail_heatmap.csv"});
+  }
+  fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
+  return 0;
+}
+
+}  // namespace
+
+void add_underflow(CLI::App& app, Action& action) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("underflow", "Underflow study: nonzero activations flushed to zero, per tensor, "
+                                               "block, token and channel, with heatmaps (analysis.md §1)");
+  cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
+      ->required();
+  cmd->add_option("--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)");
+  cmd->add_option("--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)")
+      ->delimiter(',');
+  cmd->add_option("--recipe,-r", args->recipes, "Recipe ids instead of --format (see `fp4emu formats`)")
+      ->delimiter(',');
+  cmd->add_option("--scale-rule", args->scale_rule, "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
+  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+  cmd->add_option("--transform", args->transforms,
+                  "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP] | occ[:q=Q] "
+                  "(repeatable: one panel per format x transform)");
+  cmd->add_option("--weights", args->weights, "Weights dump for SmoothQuant (default: seeded synthetic weights)");
+  cmd->add_option("--n", args->n, "Rows of the synthetic weights")->default_val(256);
+  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights")->default_val(0);
+  cmd->add_option("--tau-abs", args->uf.tau_abs, "Outlier rule (a): block holds |x| >= this")->default_val(6.0);
+  cmd->add_option("--tau-rel", args->uf.tau_rel, "Outlier rule (b): amax_B >= this x median amax_B")->default_val(8.0);
+  cmd->add_option("--tau-uf", args->uf.tau_uf, "Outlier rule (c): UR_B >= this")->default_val(0.5);
+  cmd->add_option("--detail", args->detail, "Tensor for the detail heatmap; auto (highest UR) or none")
+      ->default_val("auto");
+  cmd->add_option("--detail-rows", args->detail_rows, "Token bins of the detail heatmap at most")->default_val(256);
+  cmd->add_option("--out,-o", args->out, "Output directory")->required();
+  cmd->footer("Example: fp4emu underflow data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
+              "--format mxfp4,nvfp4 --transform none --transform rht --out uf/");
+  cmd->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fp4emu::cli
