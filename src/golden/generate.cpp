@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/golden/suite.hpp"
@@ -119,6 +120,10 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
   std::vector<OutFile> files;
   const InputGrid g{c.options.input_dtype};
   if (c.options.input_dtype == InputDType::bf16) {
+    // quantize() trusts a declared bf16 dtype; input.npy must hold exactly
+    // the values quantized.
+    for (float v : x)
+      if (!is_bf16_exact(v)) throw std::logic_error(c.id + ": a bf16 case holds a value that is not a bf16");
     std::vector<uint16_t> bits(x.size());
     for (size_t i = 0; i < x.size(); ++i) bits[i] = static_cast<uint16_t>(g.bits(x[i]));
     files.push_back(npy_file("input.npy", "input", io::from_bf16_bits(c.shape, bits)));

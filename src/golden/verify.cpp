@@ -333,15 +333,16 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
     }
 
     const json& opt = c.at("options");
-    const Format format = *parse_format(field<std::string>(c, "format", suite, id));
+    const auto format = parse_format(field<std::string>(c, "format", suite, id));
+    if (!format) bad_suite(suite, fmt::format("manifest.json: case {} has an unknown format", id));
     const auto nibble = parse_nibble_order(field<std::string>(opt, "nibble_order", suite, id));
     if (!nibble) bad_suite(suite, fmt::format("manifest.json: case {} has an unknown nibble_order", id));
     CaseContext ctx{c,
                     id,
-                    format,
+                    *format,
                     CaseGeometry(field<std::vector<int64_t>>(c, "shape", suite, id),
                                  field<int>(opt, "axis", suite, id), field<int>(c, "block_size", suite, id), *nibble),
-                    scale_bytes_per_block(format),
+                    scale_bytes_per_block(*format),
                     {},
                     {},
                     {},
