@@ -59,42 +59,70 @@ HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
   std::copy_n(out, tail, y + whole * kBlock);
 }
 
-// block(x, codes) returns the block's scale as a little-endian integer of scale_bytes bytes.
-template <int kBlock, class BlockFn>
+// Runs of kGroup values (kGroup / kBlock blocks; one block, or several small
+// ones handled together). group(x, codes, scales) writes the group's codes
+// and one scale per block, as a little-endian integer of scale_bytes bytes.
+// Nibbles are packed per group where the order is position-local (low_first,
+// high_first), per block for split_half; only the blocks that hold values
+// are written.
+template <int kBlock, int kGroup, class GroupFn>
 HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY_RESTRICT x, int64_t n,
-                            uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, BlockFn&& block) {
-  alignas(64) uint8_t block_codes[kBlock];
-  alignas(64) float padded[kBlock];
+                            uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
+  constexpr int kBlocks = kGroup / kBlock;
+  alignas(64) uint8_t group_codes[kGroup];
+  alignas(64) float padded[kGroup];
+  uint32_t group_scales[kBlocks];
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* in = x + b * kBlock;
-    const int64_t valid = std::min<int64_t>(kBlock, n - b * kBlock);
-    if (valid < kBlock) {
-      std::fill(std::copy_n(in, valid, padded), padded + kBlock, 0.0f);
+  for (int64_t g = 0; g * kGroup < n; ++g) {
+    const float* in = x + g * kGroup;
+    const int64_t valid = std::min<int64_t>(kGroup, n - g * kGroup);
+    if (valid < kGroup) {
+      std::fill(std::copy_n(in, valid, padded), padded + kGroup, 0.0f);
       in = padded;
     }
-    const uint32_t scale = block(in, block_codes);
-    PackNibbles<kBlock>(order, block_codes, codes + b * (kBlock / 2));
-    for (int i = 0; i < scale_bytes; ++i) scales[b * scale_bytes + i] = static_cast<uint8_t>(scale >> (8 * i));
+    group(in, group_codes, group_scales);
+    const int64_t first = g * kBlocks;
+    const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
+    if (used == kBlocks && order != NibbleOrder::split_half) {
+      PackNibbles<kGroup>(order, group_codes, codes + first * (kBlock / 2));
+    } else {
+      for (int b = 0; b < used; ++b)
+        PackNibbles<kBlock>(order, group_codes + b * kBlock, codes + (first + b) * (kBlock / 2));
+    }
+    for (int b = 0; b < used; ++b)
+      for (int i = 0; i < scale_bytes; ++i)
+        scales[(first + b) * scale_bytes + i] = static_cast<uint8_t>(group_scales[b] >> (8 * i));
   }
 }
 
-// block(codes, scale_bytes_ptr, y) decodes one whole block.
-template <int kBlock, class BlockFn>
+// block(codes, scale_bytes_ptr, y) decodes one whole block; codes are
+// unpacked per group of kGroup values where the nibble order allows.
+template <int kBlock, int kGroup, class BlockFn>
 HWY_INLINE void DequantizeRun(NibbleOrder order, int scale_bytes, const uint8_t* HWY_RESTRICT codes,
                               const uint8_t* HWY_RESTRICT scales, int64_t n, float* HWY_RESTRICT y,
                               BlockFn&& block) {
-  alignas(64) uint8_t block_codes[kBlock];
+  constexpr int kBlocks = kGroup / kBlock;
+  alignas(64) uint8_t group_codes[kGroup];
   alignas(64) float out[kBlock];
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  for (int64_t b = 0; b < blocks; ++b) {
-    UnpackNibbles<kBlock>(order, codes + b * (kBlock / 2), block_codes);
-    const int64_t valid = std::min<int64_t>(kBlock, n - b * kBlock);
-    if (valid == kBlock) {
-      block(block_codes, scales + b * scale_bytes, y + b * kBlock);
+  for (int64_t first = 0; first < blocks; first += kBlocks) {
+    const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
+    if (used == kBlocks && order != NibbleOrder::split_half) {
+      UnpackNibbles<kGroup>(order, codes + first * (kBlock / 2), group_codes);
     } else {
-      block(block_codes, scales + b * scale_bytes, out);
-      std::copy_n(out, valid, y + b * kBlock);
+      for (int b = 0; b < used; ++b)
+        UnpackNibbles<kBlock>(order, codes + (first + b) * (kBlock / 2), group_codes + b * kBlock);
+    }
+    for (int b = 0; b < used; ++b) {
+      const int64_t start = (first + b) * kBlock;
+      const int64_t valid = std::min<int64_t>(kBlock, n - start);
+      const uint8_t* block_scale = scales + (first + b) * scale_bytes;
+      if (valid == kBlock) {
+        block(group_codes + b * kBlock, block_scale, y + start);
+      } else {
+        block(group_codes + b * kBlock, block_scale, out);
+        std::copy_n(out, valid, y + start);
+      }
     }
   }
 }
@@ -120,7 +148,9 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
       }
       case KernelFamily::nvfp4_te: {
         const NvTensorConstants t = NvConstants(k);
-        FakeQuantRun<kNvBlock>(x, y, n, [&t](const float* in, float* out) { NvTeFakeQuantBlock<R>(t, in, out); });
+        // Whole groups of kNvGroup blocks; zero padding past n adds whole zero blocks, which change nothing.
+        FakeQuantRun<kNvGroup * kNvBlock>(x, y, n,
+                                          [&t](const float* in, float* out) { NvTeFakeQuantGroup<R>(t, in, out); });
         break;
       }
     }
@@ -136,22 +166,27 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
       case KernelFamily::hif4_a6: {
         const bool a6 = k.family == KernelFamily::hif4_a6;
         const ScaleBitOrder order = k.scale_bit_order;
-        QuantizeRun<kHif4Block>(k.nibble_order, 4, x, n, codes, scales, [a6, order](const float* in, uint8_t* c) {
-          const uint32_t word = a6 ? Hif4QuantizeBlock<true, R>(in, c) : Hif4QuantizeBlock<false, R>(in, c);
-          return order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
-        });
+        QuantizeRun<kHif4Block, kHif4Block>(
+            k.nibble_order, 4, x, n, codes, scales, [a6, order](const float* in, uint8_t* c, uint32_t* scale) {
+              const uint32_t word = a6 ? Hif4QuantizeBlock<true, R>(in, c) : Hif4QuantizeBlock<false, R>(in, c);
+              scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
+            });
         break;
       }
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
-        QuantizeRun<kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
-                              [&p](const float* in, uint8_t* c) { return uint32_t{MxQuantizeBlock<R>(p, in, c)}; });
+        QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
+                                            [&p](const float* in, uint8_t* c, uint32_t* scale) {
+                                              scale[0] = MxQuantizeBlock<R>(p, in, c);
+                                              scale[1] = MxQuantizeBlock<R>(p, in + kMxBlock, c + kMxBlock);
+                                            });
         break;
       }
       case KernelFamily::nvfp4_te: {
         const NvTensorConstants t = NvConstants(k);
-        QuantizeRun<kNvBlock>(k.nibble_order, 1, x, n, codes, scales,
-                              [&t](const float* in, uint8_t* c) { return uint32_t{NvTeQuantizeBlock<R>(t, in, c)}; });
+        QuantizeRun<kNvBlock, kNvGroup * kNvBlock>(
+            k.nibble_order, 1, x, n, codes, scales,
+            [&t](const float* in, uint8_t* c, uint32_t* scale) { NvTeQuantizeGroup<R>(t, in, c, scale); });
         break;
       }
     }
@@ -163,7 +198,7 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
   switch (k.recipe->format) {
     case Format::hif4: {
       const ScaleBitOrder order = k.scale_bit_order;
-      DequantizeRun<kHif4Block>(k.nibble_order, 4, codes, scales, n, y,
+      DequantizeRun<kHif4Block, kHif4Block>(k.nibble_order, 4, codes, scales, n, y,
                                 [order](const uint8_t* c, const uint8_t* s, float* out) {
                                   uint32_t stored = 0;
                                   for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
@@ -175,12 +210,12 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
       break;
     }
     case Format::mxfp4:
-      DequantizeRun<kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
+      DequantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
                               [](const uint8_t* c, const uint8_t* s, float* out) { MxDecodeBlock(s[0], c, out); });
       break;
     case Format::nvfp4: {
       const float s_dec = k.nv_decode;
-      DequantizeRun<kNvBlock>(k.nibble_order, 1, codes, scales, n, y,
+      DequantizeRun<kNvBlock, 4 * kNvBlock>(k.nibble_order, 1, codes, scales, n, y,
                               [s_dec](const uint8_t* c, const uint8_t* s, float* out) { NvDecodeBlock(s_dec, s[0], c, out); });
       break;
     }

@@ -1,8 +1,9 @@
 // Per-target NVFP4 block kernels for NVFP4_TE (nvfp4.te, the NVIDIA kernel
 // recipe): the fp32 operation sequence of quantize_te in
 // src/quant/reference/nvfp4.cpp, in the same order, one block of 16 at a time.
-// The per-block scale steps run on one lane (scalar SSE on x86): a vector
-// division per 16 elements would cost more than the elements.
+// The scale steps of four blocks run together, lanes across blocks: a vector
+// reduction, division and broadcast per 16 elements would cost more than the
+// elements.
 #if defined(FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_
@@ -23,7 +24,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int kNvBlock = 16;
 constexpr int kNvNanScale = 0x7F;
 using NvTag = hn::CappedTag<float, kNvBlock>;
-using NvScalarTag = hn::CappedTag<float, 1>;
 
 // Per-tensor constants of NVFP4_TE (nvfp4.md §4.1 step 1-2).
 struct NvTensorConstants {
@@ -45,22 +45,42 @@ struct NvBlock {
   hn::Vec<NvTag> encode;  // enc_b, broadcast
 };
 
-HWY_INLINE NvBlock NvTeBlockScale(const NvTensorConstants& t, const float* HWY_RESTRICT x) {
+// The scale steps of kNvGroup consecutive blocks at once (one division per
+// group instead of per block): lanes across blocks.
+constexpr int kNvGroup = 4;
+struct NvGroupScales {
+  alignas(16) float scale[kNvGroup];
+  alignas(16) float encode[kNvGroup];
+  NvBlock block(int b) const {
+    const NvTag d;
+    return {hn::Set(d, scale[b]), hn::Set(d, encode[b])};
+  }
+};
+
+HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float* HWY_RESTRICT x) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
-  const NvScalarTag d1;
-  auto acc = hn::Zero(di);
-  for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d)))
-    acc = hn::Max(acc, AbsBitsDroppingNan(d, hn::LoadU(d, x + i)));
-  const float amax = hn::GetLane(hn::BitCast(d, hn::MaxOfLanes(di, acc)));
-  // §4.1 step 2: p = fminf(fp32(a_b * m), FLT_MAX), s = cvt.rn.satfinite.e4m3(p).
-  const auto p = hn::Min(hn::Mul(hn::Set(d1, amax), hn::Set(d1, t.encode_rn16)),
-                         hn::Set(d1, std::numeric_limits<float>::max()));
-  const auto s = Ue4m3RneSatGrid(d1, p);
-  // §4.1 step 3: enc_b = fminf(fp32(1 / fp32(s * S_dec)), FLT_MAX); s = 0 -> FLT_MAX.
-  const auto enc = hn::Min(hn::Div(hn::Set(d1, 1.0f), hn::Mul(s, hn::Set(d1, t.decode))),
-                           hn::Set(d1, std::numeric_limits<float>::max()));
-  return {hn::Set(d, hn::GetLane(s)), hn::Set(d, hn::GetLane(enc))};
+  alignas(16) float amax[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) {
+    auto acc = hn::Zero(di);
+    for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d)))
+      acc = hn::Max(acc, AbsBitsDroppingNan(d, hn::LoadU(d, x + b * kNvBlock + i)));
+    amax[b] = hn::GetLane(hn::BitCast(d, hn::MaxOfLanes(di, acc)));
+  }
+  const hn::CappedTag<float, kNvGroup> dg;
+  NvGroupScales g;
+  for (int b = 0; b < kNvGroup; b += static_cast<int>(hn::Lanes(dg))) {
+    // §4.1 step 2: p = fminf(fp32(a_b * m), FLT_MAX), s = cvt.rn.satfinite.e4m3(p).
+    const auto p = hn::Min(hn::Mul(hn::Load(dg, amax + b), hn::Set(dg, t.encode_rn16)),
+                           hn::Set(dg, std::numeric_limits<float>::max()));
+    const auto s = Ue4m3RneSatGrid(dg, p);
+    // §4.1 step 3: enc_b = fminf(fp32(1 / fp32(s * S_dec)), FLT_MAX); s = 0 -> FLT_MAX.
+    const auto enc = hn::Min(hn::Div(hn::Set(dg, 1.0f), hn::Mul(s, hn::Set(dg, t.decode))),
+                             hn::Set(dg, std::numeric_limits<float>::max()));
+    hn::Store(s, dg, g.scale + b);
+    hn::Store(enc, dg, g.encode + b);
+  }
+  return g;
 }
 
 // §4.1 step 4: y = fp32(x * enc_b), cvt.rn.satfinite.e2m1 (NaN -> +6, code 0x7).
@@ -77,31 +97,38 @@ HWY_INLINE hn::Vec<NvTag> NvSignedGrid(const NvBlock& b, hn::Vec<NvTag> v, IntVe
   return hn::Or(grid, sign);
 }
 
+// kNvGroup blocks.
 template <Rounding R>
-HWY_INLINE void NvTeFakeQuantBlock(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+HWY_INLINE void NvTeFakeQuantGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
   const NvTag d;
-  const NvBlock b = NvTeBlockScale(t, x);
+  const NvGroupScales g = NvTeGroupScales(t, x);
   const auto decode = hn::Set(d, t.decode);
-  for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
-    const auto q = NvSignedGrid<R>(b, hn::LoadU(d, x + i), nullptr);
-    // nvfp4.md §0: fp32(fp32(e2m1 * s) * S_dec); the first product is exact.
-    hn::StoreU(hn::Mul(hn::Mul(q, b.scale), decode), d, y + i);
+  for (int b = 0; b < kNvGroup; ++b) {
+    const NvBlock blk = g.block(b);
+    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
+      const auto q = NvSignedGrid<R>(blk, hn::LoadU(d, x + i), nullptr);
+      // nvfp4.md §0: fp32(fp32(e2m1 * s) * S_dec); the first product is exact.
+      hn::StoreU(hn::Mul(hn::Mul(q, blk.scale), decode), d, y + i);
+    }
   }
 }
 
-// Writes 16 codes, returns the UE4M3 code.
+// kNvGroup blocks: writes their codes and UE4M3 codes.
 template <Rounding R>
-HWY_INLINE uint8_t NvTeQuantizeBlock(const NvTensorConstants& t, const float* HWY_RESTRICT x,
-                                     uint8_t* HWY_RESTRICT codes) {
+HWY_INLINE void NvTeQuantizeGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes,
+                                  uint32_t* HWY_RESTRICT scales) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
-  const NvBlock b = NvTeBlockScale(t, x);
-  for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
-    IntVec<NvTag> code = hn::Zero(di);
-    NvSignedGrid<R>(b, hn::LoadU(d, x + i), &code);
-    StoreCodeBytes(d, hn::And(code, hn::Set(di, 0xF)), codes + i);
+  const NvGroupScales g = NvTeGroupScales(t, x);
+  for (int b = 0; b < kNvGroup; ++b) {
+    const NvBlock blk = g.block(b);
+    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
+      IntVec<NvTag> code = hn::Zero(di);
+      NvSignedGrid<R>(blk, hn::LoadU(d, x + i), &code);
+      StoreCodeBytes(d, hn::And(code, hn::Set(di, 0xF)), codes + i);
+    }
+    scales[b] = static_cast<uint32_t>(hn::GetLane(Ue4m3Code(d, blk.scale)));
   }
-  return static_cast<uint8_t>(hn::GetLane(Ue4m3Code(d, b.scale)));
 }
 
 // nvfp4_decode_block (all recipes but ggml): fp32(fp32(e2m1 * s) * S_dec),
