@@ -15,11 +15,14 @@
 // table of the README (fast/reference, fast/bandwidth).
 //
 // Names: <op>/<recipe>/<dtype>/<impl>, op in stream, fake_quant, quantize,
-// dequantize; impl in reference, fast_1t, fast_all.
+// dequantize; impl in reference, fast_1t, fast_all. FP4EMU_BENCH_TARGET names
+// the Highway target to run the fast path on (default: the best one).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -176,6 +179,19 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // FP4EMU_BENCH_TARGET=AVX2 (SSE4, SCALAR, ...): run the fast path on that Highway target.
+  if (const char* want = std::getenv("FP4EMU_BENCH_TARGET")) {
+    bool found = false;
+    for (int64_t t : fp4emu::simd::compiled_targets())
+      if (fp4emu::simd::target_name(t) == want) {
+        fp4emu::simd::force_target(t);
+        found = true;
+      }
+    if (!found) {
+      std::fprintf(stderr, "FP4EMU_BENCH_TARGET=%s is not a compiled target this CPU supports\n", want);
+      return 2;
+    }
+  }
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -11,6 +11,7 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
+#include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/reference.hpp"
 
 namespace fp4emu::gemm_detail {
@@ -24,35 +25,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 // Which axis of each operand is k (gemm.hpp).
 int k_axis(Side side) { return side == Side::a ? 1 : 0; }
-
-// Codes of one packed row, one per byte (the packing of packed_tensor.hpp).
-void unpack_row_codes(const uint8_t* bytes, NibbleOrder order, int block, int64_t kpad, uint8_t* codes) {
-  switch (order) {
-    case NibbleOrder::low_first:
-      for (int64_t i = 0; i < kpad / 2; ++i) {
-        codes[2 * i] = bytes[i] & 0xF;
-        codes[2 * i + 1] = bytes[i] >> 4;
-      }
-      return;
-    case NibbleOrder::high_first:
-      for (int64_t i = 0; i < kpad / 2; ++i) {
-        codes[2 * i] = bytes[i] >> 4;
-        codes[2 * i + 1] = bytes[i] & 0xF;
-      }
-      return;
-    case NibbleOrder::split_half: {
-      // ggml: byte j of a block holds elements j (low) and j + block/2 (high).
-      const int half = block / 2;
-      for (int64_t b = 0; b < kpad / block; ++b)
-        for (int j = 0; j < half; ++j) {
-          const uint8_t byte = bytes[b * half + j];
-          codes[b * block + j] = byte & 0xF;
-          codes[b * block + j + half] = byte >> 4;
-        }
-      return;
-    }
-  }
-}
 
 // Unit (value of N = 1) of every scale byte, from the recipe's reference
 // decoder: a block of element code 0x1 (E2M1 0.5 = N 1; S1P2 0.25 = N 1) with
@@ -159,7 +131,7 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side) {
   o.unit_e.resize(o.rows * o.blocks);
   std::vector<uint8_t> codes(o.kpad);
   for (int64_t r = 0; r < o.rows; ++r) {
-    unpack_row_codes(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
+    unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
     int8_t* row_n = o.n.data() + r * o.kpad;
     for (int64_t b = 0; b < o.blocks; ++b) {
       const uint8_t* s = p.scales.data() + o.block_index(r, b) * scale_bytes;

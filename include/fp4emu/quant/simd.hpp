@@ -44,7 +44,7 @@ bool all_bf16_exact(const std::vector<float>& x);
 
 // ---- Highway targets (tests and benchmarks) ----------------------------------
 // The targets compiled into the kernels that this CPU supports (Highway's
-// HWY_* bits), best first is not implied.
+// HWY_* bits, one per entry); the scalar fallback is always among them.
 std::vector<int64_t> compiled_targets();
 std::string target_name(int64_t target);
 // The target HWY_DYNAMIC_DISPATCH uses now.

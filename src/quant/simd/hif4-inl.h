@@ -2,12 +2,12 @@
 // and hif4.a6 (§6.5, every intermediate a bf16): the steps of v14_steps and
 // a6_steps in src/quant/reference/hif4.cpp, one block of 64 at a time.
 //
-// Layouts: the group maxima are computed with lanes across the 16 L3 groups
-// (LoadInterleaved4 puts element 4k+i of the block in lane k of vector i), the
-// level-2 steps with lanes across the 8 L2 groups, and the elements with lanes
-// across the block after each group's factors are spread to its elements
-// (StoreInterleaved4 of one vector four times). Every layout is a capped
-// descriptor, so 1, 4, 8 or 16 lanes all run the same code.
+// Layouts: the group maxima and the scale steps run with lanes across the 16
+// L3 groups (LoadInterleaved4 puts element 4k+i of the block in lane k of
+// vector i), the elements with lanes across the block after each group's
+// factors are spread to its four elements (StoreInterleaved4 of one vector
+// four times). Both are capped descriptors, so 1, 4, 8 or 16 lanes all run
+// the same code.
 #if defined(FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
@@ -27,7 +27,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int kHif4Block = 64;
 constexpr int kHif4L3Groups = 16;  // one L3 bit per 4 adjacent elements
-constexpr int kHif4L2Groups = 8;   // one L2 bit per 8 adjacent elements
 constexpr uint32_t kHif4NanScale = 0xFF;
 constexpr float kHif4C7 = 0.142578125f;  // bf16(1/7), hif4.md notation c7
 constexpr float kHif4ScaleMin = 0x1p-48f;
@@ -35,7 +34,6 @@ constexpr float kHif4ScaleMax = 49152.0f;
 
 using Hif4ElementTag = hn::CappedTag<float, kHif4Block>;
 using Hif4L3Tag = hn::CappedTag<float, kHif4L3Groups>;
-using Hif4L2Tag = hn::CappedTag<float, kHif4L2Groups>;
 
 // What the scale steps leave for the element step.
 struct Hif4Steps {
@@ -79,66 +77,76 @@ HWY_INLINE uint32_t MaskBits(D d, M mask) {
   return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8;
 }
 
-// hif4.md §6.1 steps 1-6 (§6.5 steps 1-6) from the group maxima in s.m4.
+template <class D>
+HWY_INLINE hn::Mask<D> MaskFromBits(D d, uint32_t bits) {
+  const uint8_t bytes[8] = {static_cast<uint8_t>(bits), static_cast<uint8_t>(bits >> 8)};
+  return hn::LoadMaskBits(d, bytes);
+}
+
+// Bits 0, 2, 4, ... 14 of x moved to bits 0..7.
+constexpr uint32_t EvenBits(uint32_t x) {
+  x &= 0x5555u;
+  x = (x | x >> 1) & 0x3333u;
+  x = (x | x >> 2) & 0x0F0Fu;
+  return (x | x >> 4) & 0x00FFu;
+}
+
+// hif4.md §6.1 steps 1-6 (§6.5 steps 1-6) from the group maxima in s.m4,
+// lanes across the 16 L3 groups. Step 5 is taken per L3 group: the fp32 (and
+// bf16) product is monotone in m, so [max(m4[2j], m4[2j+1]) r >= 4] is the OR
+// of the two groups' [m4 r >= 4], combined on the bits. No vector leaves
+// registers in another width than it is read back (no store-forwarding stalls).
 template <bool kA6>
 HWY_INLINE void Hif4Scale(Hif4Steps& s) {
-  const Hif4L2Tag d8;
-  const int n8 = static_cast<int>(hn::Lanes(d8));
-  alignas(64) float m8[kHif4L2Groups];
-  alignas(64) float l2_of_l3[kHif4L3Groups];  // b of the L2 group each L3 group is in
+  const Hif4L3Tag d;
+  const hn::RebindToSigned<Hif4L3Tag> di;
+  const int n = static_cast<int>(hn::Lanes(d));
 
-  // step 1: m8[j] = max(m4[2j], m4[2j+1]), M = max m8.
-  auto block_max = hn::Zero(d8);
-  for (int j = 0; j < kHif4L2Groups; j += n8) {
-    hn::Vec<Hif4L2Tag> even, odd;
-    hn::LoadInterleaved2(d8, s.m4 + 2 * j, even, odd);
-    const auto m = hn::Max(even, odd);
-    hn::Store(m, d8, m8 + j);
-    block_max = hn::Max(block_max, m);
-  }
-  block_max = hn::MaxOfLanes(d8, block_max);
+  // step 1: M = max m4 (= max m8).
+  auto block_max = hn::Zero(d);
+  for (int k = 0; k < kHif4L3Groups; k += n) block_max = hn::Max(block_max, hn::Load(d, s.m4 + k));
+  block_max = hn::MaxOfLanes(d, block_max);
 
   // steps 2-3: s0 = bf16(fp32(M * c7)) (a6: bf16(M * c7), the same for bf16 M),
   // clamped to [2^-48, 49152] (a6: the saturating conversion, same codes), E6M2 RNE.
-  auto s0 = Bf16Rne(d8, hn::Mul(block_max, hn::Set(d8, kHif4C7)));
-  s0 = hn::Min(hn::Max(s0, hn::Set(d8, kHif4ScaleMin)), hn::Set(d8, kHif4ScaleMax));
-  const auto scale = E6m2RneGrid(d8, s0);
-  const auto scale_code = E6m2Code(d8, scale);
+  auto s0 = Bf16Rne(d, hn::Mul(block_max, hn::Set(d, kHif4C7)));
+  s0 = hn::Min(hn::Max(s0, hn::Set(d, kHif4ScaleMin)), hn::Set(d, kHif4ScaleMax));
+  const auto scale = E6m2RneGrid(d, s0);
+  const auto scale_code = E6m2Code(d, scale);
   // step 4: r = bf16(1/S), the RCPE6M2 table.
-  const auto r = E6m2ReciprocalBf16(d8, scale_code);
+  const auto r = E6m2ReciprocalBf16(d, scale_code);
   uint32_t word = static_cast<uint32_t>(hn::GetLane(scale_code));
 
-  // step 5: b_j = [fp32(m8[j] * r) >= 4] (a6: the product rounded to bf16).
-  for (int j = 0; j < kHif4L2Groups; j += n8) {
-    auto ratio = hn::Mul(hn::Load(d8, m8 + j), r);
-    if constexpr (kA6) ratio = Bf16Rne(d8, ratio);
-    const auto b = hn::Ge(ratio, hn::Set(d8, 4.0f));
-    word |= MaskBits(d8, b) << (8 + j);
-    const auto b_value = hn::IfThenElseZero(b, hn::Set(d8, 1.0f));
-    hn::StoreInterleaved2(b_value, b_value, d8, l2_of_l3 + 2 * j);
-  }
+  // fp32(m4[k] * r) (a6: rounded to bf16).
+  auto ratio_of = [&](int k) {
+    auto ratio = hn::Mul(hn::Load(d, s.m4 + k), r);
+    if constexpr (kA6) ratio = Bf16Rne(d, ratio);
+    return ratio;
+  };
 
-  // step 6: c_k = [fp32(m4[k] * r) / 2^b >= 2] (a6: bf16 product; the
-  // division by 2^b is exact wherever the comparison can hold).
-  const Hif4L3Tag d16;
-  const hn::RebindToSigned<Hif4L3Tag> di16;
-  const int n16 = static_cast<int>(hn::Lanes(d16));
-  const auto r16 = hn::Set(d16, hn::GetLane(r));
-  const auto scale16 = hn::Set(d16, hn::GetLane(scale));
-  for (int k = 0; k < kHif4L3Groups; k += n16) {
-    auto ratio = hn::Mul(hn::Load(d16, s.m4 + k), r16);
-    if constexpr (kA6) ratio = Bf16Rne(d16, ratio);
-    const auto b = hn::Load(d16, l2_of_l3 + k);
-    const auto c = hn::Ge(ratio, hn::Add(hn::Set(d16, 2.0f), hn::Add(b, b)));
-    word |= MaskBits(d16, c) << (16 + k);
-    const auto bc = hn::ConvertTo(di16, hn::Add(b, hn::IfThenElseZero(c, hn::Set(d16, 1.0f))));
-    auto element_factor = Pow2FromBiased(d16, hn::Sub(hn::Set(di16, 127), bc));  // 2^-(b+c)
+  // step 5: b_j = [fp32(m8[j] * r) >= 4].
+  uint32_t at_least_4 = 0;
+  for (int k = 0; k < kHif4L3Groups; k += n) at_least_4 |= MaskBits(d, hn::Ge(ratio_of(k), hn::Set(d, 4.0f))) << k;
+  const uint32_t b_even = (at_least_4 | at_least_4 >> 1) & 0x5555u;  // b_j at bit 2j
+  const uint32_t b_of_l3 = b_even | b_even << 1;                    // b of each L3 group's L2 group
+  word |= EvenBits(b_even) << 8;
+
+  // step 6: c_k = [fp32(m4[k] * r) / 2^b >= 2] (the division by 2^b is exact
+  // wherever the comparison can hold), then the per-group factors.
+  const auto scale_value = hn::Set(d, hn::GetLane(scale));
+  const auto one = hn::Set(di, 1);
+  for (int k = 0; k < kHif4L3Groups; k += n) {
+    const auto b = MaskFromBits(d, b_of_l3 >> k);
+    const auto c = hn::Ge(ratio_of(k), hn::IfThenElse(b, hn::Set(d, 4.0f), hn::Set(d, 2.0f)));
+    word |= MaskBits(d, c) << (16 + k);
+    const auto bc = hn::Add(hn::IfThenElseZero(hn::RebindMask(di, b), one), hn::IfThenElseZero(hn::RebindMask(di, c), one));
+    auto element_factor = Pow2FromBiased(d, hn::Sub(hn::Set(di, 127), bc));  // 2^-(b+c)
     // a6 §6.5 step 6: bf16(Ea_rec * bf16(2^-b * 2^-c)), exact (no bf16 underflow: Ea_rec >= 2^-16).
-    if constexpr (kA6) element_factor = hn::Mul(r16, element_factor);
-    const auto value_factor = hn::Mul(scale16, Pow2FromBiased(d16, hn::Add(bc, hn::Set(di16, 125))));
-    hn::StoreInterleaved4(element_factor, element_factor, element_factor, element_factor, d16,
+    if constexpr (kA6) element_factor = hn::Mul(r, element_factor);
+    const auto value_factor = hn::Mul(scale_value, Pow2FromBiased(d, hn::Add(bc, hn::Set(di, 125))));
+    hn::StoreInterleaved4(element_factor, element_factor, element_factor, element_factor, d,
                           s.element_factor + 4 * k);
-    hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d16, s.value_factor + 4 * k);
+    hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d, s.value_factor + 4 * k);
   }
   s.reciprocal = hn::GetLane(r);
   s.word = word;

@@ -60,7 +60,7 @@ struct NvGroupScales {
 HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float* HWY_RESTRICT x) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
-  alignas(16) float amax[kNvGroup];
+  float amax[kNvGroup];
   for (int b = 0; b < kNvGroup; ++b) {
     auto acc = hn::Zero(di);
     for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d)))
@@ -68,10 +68,15 @@ HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float
     amax[b] = hn::GetLane(hn::BitCast(d, hn::MaxOfLanes(di, acc)));
   }
   const hn::CappedTag<float, kNvGroup> dg;
+  const int lanes = static_cast<int>(hn::Lanes(dg));
   NvGroupScales g;
-  for (int b = 0; b < kNvGroup; b += static_cast<int>(hn::Lanes(dg))) {
+  for (int b = 0; b < kNvGroup; b += lanes) {
+    // The amax of block b + i in lane i, built in registers (a vector load of
+    // the scalars just stored would stall on store forwarding).
+    auto a = hn::Set(dg, amax[b + lanes - 1]);
+    for (int i = lanes - 2; i >= 0; --i) a = hn::IfThenElse(hn::FirstN(dg, i + 1), hn::Set(dg, amax[b + i]), a);
     // §4.1 step 2: p = fminf(fp32(a_b * m), FLT_MAX), s = cvt.rn.satfinite.e4m3(p).
-    const auto p = hn::Min(hn::Mul(hn::Load(dg, amax + b), hn::Set(dg, t.encode_rn16)),
+    const auto p = hn::Min(hn::Mul(a, hn::Set(dg, t.encode_rn16)),
                            hn::Set(dg, std::numeric_limits<float>::max()));
     const auto s = Ue4m3RneSatGrid(dg, p);
     // §4.1 step 3: enc_b = fminf(fp32(1 / fp32(s * S_dec)), FLT_MAX); s = 0 -> FLT_MAX.
