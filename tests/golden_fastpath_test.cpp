@@ -24,13 +24,6 @@ using json = nlohmann::json;
 
 const fs::path kSuite = fs::path(FP4EMU_SOURCE_DIR) / "golden" / "suite";
 
-std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
-  std::vector<int64_t> s;
-  for (size_t d = 0; d < p.shape.size(); ++d)
-    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
-  s.push_back(last);
-  return s;
-}
 
 // A plain write: io::write_npy fsyncs every file, which is slow for the
 // thousand files of a candidate and buys nothing in a temporary directory.
@@ -67,14 +60,14 @@ void run_case(const json& c, const fs::path& out) {
   const Tensor dq = dequantize(p, DequantOptions{.impl = Impl::fast, .threads = 1});
   const fs::path d = out / id;
   fs::create_directories(d);
-  save(d / "codes.npy", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes));
+  save(d / "codes.npy", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes));
   if (p.format == Format::hif4) {
     std::vector<uint32_t> words(p.num_blocks());
     for (size_t i = 0; i < words.size(); ++i)
       for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-    save(d / "scales.npy", io::from_u32(rows_shape(p, p.blocks_per_row()), words));
+    save(d / "scales.npy", io::from_u32(p.stored_shape(p.blocks_per_row()), words));
   } else {
-    save(d / "scales.npy", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales));
+    save(d / "scales.npy", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales));
   }
   for (const json& l : c["options"]["scale_layouts"]) {
     const auto layout = parse_stored_scale_layout(l.get<std::string>());

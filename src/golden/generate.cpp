@@ -55,13 +55,6 @@ OutFile npy_file(std::string name, std::string role, const io::Array& a) {
   return {std::move(name), std::move(role), std::string(io::dtype_name(a.dtype)), a.shape, io::encode_npy(a)};
 }
 
-std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
-  std::vector<int64_t> s;
-  for (size_t d = 0; d < p.shape.size(); ++d)
-    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
-  s.push_back(last);
-  return s;
-}
 
 // One line per block: "index row block | input words | scale | codes", hex.
 std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vector<float>& x) {
@@ -176,14 +169,14 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
     const PackedTensor p = quantize(t, c.options);
     const Tensor dq = dequantize(p, kReferenceDequant);
     meta["expect"] = "output";
-    files.push_back(npy_file("codes.npy", "output", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes)));
+    files.push_back(npy_file("codes.npy", "output", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes)));
     if (p.format == Format::hif4) {
       std::vector<uint32_t> words(p.num_blocks());
       for (size_t i = 0; i < words.size(); ++i)
         for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-      files.push_back(npy_file("scales.npy", "output", io::from_u32(rows_shape(p, p.blocks_per_row()), words)));
+      files.push_back(npy_file("scales.npy", "output", io::from_u32(p.stored_shape(p.blocks_per_row()), words)));
     } else {
-      files.push_back(npy_file("scales.npy", "output", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales)));
+      files.push_back(npy_file("scales.npy", "output", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales)));
     }
     for (StoredScaleLayout l : c.layouts)
       files.push_back(npy_file(fmt::format("scales_{}.npy", to_string(l)), "output",

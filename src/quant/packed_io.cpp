@@ -13,13 +13,6 @@
 namespace fp4emu {
 namespace {
 
-std::vector<int64_t> rows_shape(const PackedTensor& p, int64_t last) {
-  std::vector<int64_t> s;
-  for (size_t d = 0; d < p.shape.size(); ++d)
-    if (static_cast<int>(d) != p.axis) s.push_back(p.shape[d]);
-  s.push_back(last);
-  return s;
-}
 
 std::string hex_float(float v) { return fmt::format("{:a}", v); }
 
@@ -97,16 +90,16 @@ void write_packed(const std::filesystem::path& path, const PackedTensor& p, Stor
                                  to_string(scale_layout), format_name(p.format),
                                  p.format == Format::hif4 ? " or hif4_cube" : " or swizzled_128x4"));
   std::vector<io::SafetensorsTensor> tensors;
-  tensors.push_back({"codes", io::from_u8(rows_shape(p, p.padded_len / 2), p.codes)});
+  tensors.push_back({"codes", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes)});
   if (scale_layout != StoredScaleLayout::linear) {
     tensors.push_back({"scales", io::from_u8(stored_scales_shape(p, scale_layout), store_scales(p, scale_layout))});
   } else if (p.format == Format::hif4) {
     std::vector<uint32_t> words(p.num_blocks());
     for (size_t i = 0; i < words.size(); ++i)
       for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-    tensors.push_back({"scales", io::from_u32(rows_shape(p, p.blocks_per_row()), words)});
+    tensors.push_back({"scales", io::from_u32(p.stored_shape(p.blocks_per_row()), words)});
   } else {
-    tensors.push_back({"scales", io::from_u8(rows_shape(p, p.blocks_per_row()), p.scales)});
+    tensors.push_back({"scales", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales)});
   }
   if (p.format == Format::nvfp4) {
     const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
@@ -176,10 +169,10 @@ PackedTensor read_packed(const std::filesystem::path& path) {
                                    io::shape_string(shape), io::shape_string(p.shape), p.axis));
     return t->array;
   };
-  p.codes = tensor("codes", io::DType::u8, rows_shape(p, p.padded_len / 2)).bytes;
+  p.codes = tensor("codes", io::DType::u8, p.stored_shape(p.padded_len / 2)).bytes;
   if (scale_layout == StoredScaleLayout::linear)
     p.scales = tensor("scales", p.format == Format::hif4 ? io::DType::u32 : io::DType::u8,
-                      rows_shape(p, p.blocks_per_row()))
+                      p.stored_shape(p.blocks_per_row()))
                    .bytes;  // little-endian bytes either way
   else  // the in-memory scales are always linear
     p.scales = load_scales(tensor("scales", io::DType::u8, stored_scales_shape(p, scale_layout)).bytes, p,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "report.hpp"
 #include "fp4emu/analysis/compare.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
@@ -91,23 +92,6 @@ std::string db(double v) {
 }
 
 std::string percent(double v) { return fmt::format("{:.2f}%", 100.0 * v); }
-
-// Full precision for files; inf as "inf", undefined as empty.
-std::string csv_number(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.17g}", v);
-}
-
-// JSON has no inf or NaN: null (the energies tell an error-free tensor apart).
-ordered_json json_number(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
@@ -211,11 +195,11 @@ std::string csv_row(const std::string& scope, const std::string& file, const std
                     const ErrorStats& s, double mean_db, double bits) {
   const auto sat = s.saturation_ratio();
   if (!skipped.empty()) {
-    return fmt::format("{},{},{},{},{},{},{},{}{}\n", scope, csv_field(file), csv_field(tensor), dtype, shape,
-                       format_name(r.format), r.id, csv_field(skipped), std::string(20, ','));
+    return fmt::format("{},{},{},{},{},{},{},{}{}\n", scope, csv_text(file), csv_text(tensor), dtype, shape,
+                       format_name(r.format), r.id, csv_text(skipped), std::string(20, ','));
   }
   return fmt::format("{},{},{},{},{},{},{},,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", scope,
-                     csv_field(file), csv_field(tensor), dtype, shape, format_name(r.format), r.id, s.count,
+                     csv_text(file), csv_text(tensor), dtype, shape, format_name(r.format), r.id, s.count,
                      s.nonzero, s.flushed, csv_number(s.underflow_ratio()), s.zero_after,
                      csv_number(s.zero_ratio()), s.saturated ? std::to_string(*s.saturated) : "",
                      sat ? csv_number(*sat) : "", s.nan_in, s.inf_in, s.nonfinite_out, csv_number(s.qsnr_db()),
@@ -224,9 +208,6 @@ std::string csv_row(const std::string& scope, const std::string& file, const std
                      csv_number(bits));
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
 
 // Fails before the work, not after it, when an output cannot be written there.
 void check_output(const std::string& path, const std::string& flag, const std::string& input) {

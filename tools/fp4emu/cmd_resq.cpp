@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "report.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/error.hpp"
@@ -39,21 +40,6 @@ struct Args {
   std::string out;
 };
 
-ordered_json num(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
-std::string csv(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.9g}", v);
-}
-std::string csv_text(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
 
 constexpr const char* kColumns =
     "tensor,format,recipe,transform,pattern,order,m,d,n,kept_density,act_mse,act_nmse,act_qsnr_db,"
@@ -72,12 +58,12 @@ std::string csv_row(const ResqRow& r, const Recipe& recipe, const std::string& t
       "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
       csv_text(r.tensor), format_name(recipe.format), recipe.id, csv_text(transform), r.pattern.name, order,
       pooled ? "" : std::to_string(sh.m), pooled ? "" : std::to_string(sh.d), pooled ? "" : std::to_string(sh.n),
-      csv(r.kept_density()), csv(r.act_mse()), csv(r.act_nmse()), csv(r.act_qsnr_db()), csv(r.out_nmse_vs_xqw()),
-      csv(r.out_qsnr_db()), csv(r.out_nmse_vs_xw()), csv(r.cosine_out()), csv(r.sums.max_abs_out),
-      csv(r.recovered_fraction()), csv(r.drop_res_mse()), csv(r.drop_res_rmse()), csv(r.drop_res_norm()),
-      csv(r.drop_prim_mse()), csv(r.drop_prim_rmse()), csv(r.drop_prim_norm()), csv(sparse_speedup(r.pattern)),
-      csv(cost_over_mdn(r.pattern)), csv(speedup_vs_fp16(r.pattern)), r.tensors, csv(r.mean_act_qsnr_db),
-      csv(r.mean_out_qsnr_db));
+      csv_number(r.kept_density()), csv_number(r.act_mse()), csv_number(r.act_nmse()), csv_number(r.act_qsnr_db()), csv_number(r.out_nmse_vs_xqw()),
+      csv_number(r.out_qsnr_db()), csv_number(r.out_nmse_vs_xw()), csv_number(r.cosine_out()), csv_number(r.sums.max_abs_out),
+      csv_number(r.recovered_fraction()), csv_number(r.drop_res_mse()), csv_number(r.drop_res_rmse()), csv_number(r.drop_res_norm()),
+      csv_number(r.drop_prim_mse()), csv_number(r.drop_prim_rmse()), csv_number(r.drop_prim_norm()), csv_number(sparse_speedup(r.pattern)),
+      csv_number(cost_over_mdn(r.pattern)), csv_number(speedup_vs_fp16(r.pattern)), r.tensors, csv_number(r.mean_act_qsnr_db),
+      csv_number(r.mean_out_qsnr_db));
 }
 
 ordered_json row_json(const ResqRow& r) {
@@ -85,26 +71,26 @@ ordered_json row_json(const ResqRow& r) {
           {"pattern", r.pattern.name},
           {"tensors", r.tensors},
           {"kept_density", r.kept_density()},
-          {"act_mse", num(r.act_mse())},
-          {"act_nmse", num(r.act_nmse())},
-          {"act_qsnr_db", num(r.act_qsnr_db())},
-          {"out_nmse_vs_XQW", num(r.out_nmse_vs_xqw())},
-          {"out_qsnr_db", num(r.out_qsnr_db())},
-          {"out_nmse_vs_XW", num(r.out_nmse_vs_xw())},
-          {"cosine_out", num(r.cosine_out())},
-          {"max_abs_out", num(r.sums.max_abs_out)},
-          {"recovered_fraction", num(r.recovered_fraction())},
-          {"drop_res_mse", num(r.drop_res_mse())},
-          {"drop_res_rmse", num(r.drop_res_rmse())},
-          {"drop_res_norm", num(r.drop_res_norm())},
-          {"drop_prim_mse", num(r.drop_prim_mse())},
-          {"drop_prim_rmse", num(r.drop_prim_rmse())},
-          {"drop_prim_norm", num(r.drop_prim_norm())},
+          {"act_mse", json_number(r.act_mse())},
+          {"act_nmse", json_number(r.act_nmse())},
+          {"act_qsnr_db", json_number(r.act_qsnr_db())},
+          {"out_nmse_vs_XQW", json_number(r.out_nmse_vs_xqw())},
+          {"out_qsnr_db", json_number(r.out_qsnr_db())},
+          {"out_nmse_vs_XW", json_number(r.out_nmse_vs_xw())},
+          {"cosine_out", json_number(r.cosine_out())},
+          {"max_abs_out", json_number(r.sums.max_abs_out)},
+          {"recovered_fraction", json_number(r.recovered_fraction())},
+          {"drop_res_mse", json_number(r.drop_res_mse())},
+          {"drop_res_rmse", json_number(r.drop_res_rmse())},
+          {"drop_res_norm", json_number(r.drop_res_norm())},
+          {"drop_prim_mse", json_number(r.drop_prim_mse())},
+          {"drop_prim_rmse", json_number(r.drop_prim_rmse())},
+          {"drop_prim_norm", json_number(r.drop_prim_norm())},
           {"sparse_speedup", sparse_speedup(r.pattern)},
           {"cost_fp16eq_over_mdn", cost_over_mdn(r.pattern)},
           {"speedup_vs_fp16", speedup_vs_fp16(r.pattern)},
-          {"mean_act_qsnr_db", num(r.mean_act_qsnr_db)},
-          {"mean_out_qsnr_db", num(r.mean_out_qsnr_db)}};
+          {"mean_act_qsnr_db", json_number(r.mean_act_qsnr_db)},
+          {"mean_out_qsnr_db", json_number(r.mean_out_qsnr_db)}};
 }
 
 int run(const Args& a) {

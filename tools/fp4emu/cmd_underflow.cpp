@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "report.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/analysis/underflow.hpp"
@@ -41,24 +42,7 @@ struct Args {
   std::string out;
 };
 
-// JSON numbers; NaN and infinities (no JSON literal) become null.
-ordered_json num(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
-// CSV numbers: 9 significant digits; NaN empty, infinities "inf".
-std::string csv(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.9g}", v);
-}
-std::string csv_text(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  io::write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
 
 struct Run {  // one recipe x transform
   const Recipe* recipe;
@@ -97,7 +81,7 @@ ordered_json ranked_json(const std::vector<RankedIndex>& v) {
 
 ordered_json vec_json(const std::vector<double>& v) {
   ordered_json a = ordered_json::array();
-  for (double x : v) a.push_back(num(x));
+  for (double x : v) a.push_back(json_number(x));
   return a;
 }
 
@@ -218,11 +202,11 @@ int run(const Args& a) {
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         csv_text(file), csv_text(name), res.role.layer < 0 ? "" : std::to_string(res.role.layer), res.role.kind,
         res.role.proj, csv_text(phase), csv_text(step), s.rows, s.cols, format_name(r.recipe->format), r.recipe->id,
-        csv_text(r.transform_text), s.block, s.n, s.n_nonzero, s.n_underflow, csv(s.underflow_ratio),
-        csv(s.zero_ratio_after), s.n_blocks, csv(s.blocks_with_underflow_ratio), csv(s.mean_block_ur),
-        csv(s.p99_block_ur), csv(s.max_block_ur), csv(s.outlier_block_ratio_abs), csv(s.outlier_block_ratio_rel),
-        csv(s.outlier_block_ratio_uf), s.saturation_ratio ? csv(*s.saturation_ratio) : "", csv(s.crest_mean),
-        csv(s.max_abs), csv(s.rms), csv(s.qsnr_db), csv(s.rel_l2), csv(s.cosine));
+        csv_text(r.transform_text), s.block, s.n, s.n_nonzero, s.n_underflow, csv_number(s.underflow_ratio),
+        csv_number(s.zero_ratio_after), s.n_blocks, csv_number(s.blocks_with_underflow_ratio), csv_number(s.mean_block_ur),
+        csv_number(s.p99_block_ur), csv_number(s.max_block_ur), csv_number(s.outlier_block_ratio_abs), csv_number(s.outlier_block_ratio_rel),
+        csv_number(s.outlier_block_ratio_uf), s.saturation_ratio ? csv_number(*s.saturation_ratio) : "", csv_number(s.crest_mean),
+        csv_number(s.max_abs), csv_number(s.rms), csv_number(s.qsnr_db), csv_number(s.rel_l2), csv_number(s.cosine));
     ordered_json j;
     j["tensor"] = name;
     j["layer"] = res.role.layer < 0 ? ordered_json(nullptr) : ordered_json(res.role.layer);
@@ -240,9 +224,9 @@ int run(const Args& a) {
     j["outlier_block_ratio_rel"] = s.outlier_block_ratio_rel;
     j["outlier_block_ratio_uf"] = s.outlier_block_ratio_uf;
     j["n_saturated"] = s.n_saturated ? ordered_json(*s.n_saturated) : ordered_json(nullptr);
-    j["saturation_ratio"] = s.saturation_ratio ? num(*s.saturation_ratio) : ordered_json(nullptr);
+    j["saturation_ratio"] = s.saturation_ratio ? json_number(*s.saturation_ratio) : ordered_json(nullptr);
     j["crest"] = {{"mean", s.crest_mean}, {"median", s.crest_median}, {"q3", s.crest_q3}, {"max", s.crest_max}};
-    j["max_abs"] = s.max_abs, j["rms"] = s.rms, j["qsnr_db"] = num(s.qsnr_db), j["rel_l2"] = s.rel_l2;
+    j["max_abs"] = s.max_abs, j["rms"] = s.rms, j["qsnr_db"] = json_number(s.qsnr_db), j["rel_l2"] = s.rel_l2;
     j["cosine"] = s.cosine;
     j["top_tokens"] = ranked_json(s.top_tokens), j["top_channels"] = ranked_json(s.top_channels);
     j["token_ur"] = vec_json(s.token_ur), j["channel_ur"] = vec_json(s.channel_ur);
@@ -320,11 +304,11 @@ int run(const Args& a) {
           const size_t cell = size_t(k) * p.cols + l;
           const double v = !seen[cell] ? std::nan("") : nz[cell] ? double(fl[cell]) / nz[cell] : 0.0;
           p.values.push_back(v);
-          row.push_back(num(v));
+          row.push_back(json_number(v));
           if (seen[cell])
             summary_csv += fmt::format("{},{},{},{},{},{},{},{}\n", format_name(runs[ri].recipe->format),
                                        runs[ri].recipe->id, csv_text(runs[ri].transform_text), kinds[k], l, nz[cell],
-                                       fl[cell], csv(v));
+                                       fl[cell], csv_number(v));
         }
         matrix.push_back(std::move(row));
       }
@@ -366,7 +350,7 @@ int run(const Args& a) {
                                     csv_text(runs[res.run].transform_text), t0,
                                     std::min<int64_t>(res.s.rows, t0 + int64_t(p.row_step)), b0,
                                     std::min<int64_t>(blocks, b0 + int64_t(p.col_step)),
-                                    csv(p.values[size_t(r) * p.cols + c]));
+                                    csv_number(p.values[size_t(r) * p.cols + c]));
         }
       fig.panels.push_back(std::move(p));
     }

@@ -44,6 +44,15 @@ struct PackedTensor {
   float global_decode_scale = 1.0f;
 
   int64_t blocks_per_row() const { return padded_len / block_size; }
+  // Shape of a stored per-row array: the input shape without the block axis,
+  // then `last` (padded_len/2 code bytes, or blocks_per_row() scales).
+  std::vector<int64_t> stored_shape(int64_t last) const {
+    std::vector<int64_t> s;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (static_cast<int>(d) != axis) s.push_back(shape[d]);
+    s.push_back(last);
+    return s;
+  }
   int64_t num_blocks() const { return rows * blocks_per_row(); }
 };
 
