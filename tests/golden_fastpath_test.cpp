@@ -2,7 +2,8 @@
 // and the inputs runs fp4emu's fast path (the SIMD kernels) on every case of
 // the checked-in suite, writes the candidate, and `golden verify` must pass
 // it. The golden side is the reference; this is the fast path checked
-// against it through the files a kernel team would use.
+// against it through the files a kernel team would use; GEMM cases likewise
+// run the SIMD GEMM on the packed operand files against the scalar GEMM's C.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4emu/error.hpp"
+#include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/quant/quantize.hpp"
@@ -33,9 +35,55 @@ void save(const fs::path& path, const io::Array& a) {
                                                static_cast<std::streamsize>(bytes.size()));
 }
 
+// A GEMM case as a GEMM kernel's harness would run it: the operands are the
+// packed files (the container PackedTensor comes from quantizing the input
+// with the fast path, then its codes, scales and per-tensor scales are
+// replaced by the files' bytes), C from the SIMD GEMM of each listed model.
+PackedTensor load_operand(const json& c, const std::string& side, const std::string& input, int axis) {
+  const std::string id = c["id"];
+  const io::Array in = io::read_npy(kSuite / id / input);
+  Tensor x;
+  x.shape = in.shape;
+  x.data = io::to_f32(in);
+  QuantOptions o;
+  o.recipe = c["recipe"];
+  o.axis = axis;
+  o.tail = TailPolicy::pad;
+  o.input_dtype = c["input_dtype"] == "bf16" ? InputDType::bf16 : InputDType::f32;
+  o.impl = Impl::fast;
+  o.threads = 1;
+  PackedTensor p = quantize(x, o);
+  p.codes = io::read_npy(kSuite / id / (side + "_codes.npy")).bytes;
+  p.scales = io::read_npy(kSuite / id / (side + "_scales.npy")).bytes;  // u32 words little-endian = scale bytes
+  if (p.format == Format::nvfp4) {
+    const std::vector<float> g = io::to_f32(io::read_npy(kSuite / id / (side + "_global_scale.npy")));
+    p.global_amax = g[0];
+    p.global_encode_scale = g[1];
+    p.global_decode_scale = g[2];
+  }
+  return p;
+}
+
+void run_gemm_case(const json& c, const fs::path& out) {
+  const std::string id = c["id"];
+  const PackedTensor a = load_operand(c, "a", "A.npy", 1), b = load_operand(c, "b", "B.npy", 0);
+  fs::create_directories(out / id);
+  for (const json& o : c["outputs"]) {
+    GemmOptions g;
+    g.model = *parse_gemm_model(o["model"].get<std::string>());
+    g.blocks_per_step = o["blocks_per_step"];
+    if (!c["alpha"].is_null()) g.alpha = std::strtof(c["alpha"].get<std::string>().c_str(), nullptr);
+    g.threads = 1;
+    g.impl = GemmImpl::simd;
+    const Tensor C = gemm(a, b, g);
+    save(out / id / o["file"].get<std::string>(), io::from_f32(C.shape, C.data));
+  }
+}
+
 // Runs one case the way an external harness would: options from the manifest.
 void run_case(const json& c, const fs::path& out) {
   const std::string id = c["id"];
+  if (c["family"] == "gemm") return run_gemm_case(c, out);
   const io::Array in = io::read_npy(kSuite / id / "input.npy");
   Tensor x;
   x.shape = in.shape;

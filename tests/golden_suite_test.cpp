@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "fp4emu/error.hpp"
@@ -103,11 +105,13 @@ TEST(GoldenSuite, SeedChangesOnlyRandomCases) {
   const auto fa = read_tree(dir / "a"), fb = read_tree(dir / "b");
   for (const auto& [path, bytes] : fa) {
     if (path.find("/random_") != std::string::npos || path.find("/layout_") != std::string::npos ||
-        path.find("/tail_") != std::string::npos || path == "manifest.json" || path == "SHA256SUMS")
+        path.find("/tail_") != std::string::npos || path.find("/gemm_") != std::string::npos ||
+        path == "manifest.json" || path == "SHA256SUMS")
       continue;
     EXPECT_EQ(bytes, fb.at(path)) << path << " depends on the seed";
   }
   EXPECT_NE(fa.at("nvfp4.te/random_gaussian_rows/input.npy"), fb.at("nvfp4.te/random_gaussian_rows/input.npy"));
+  EXPECT_NE(fa.at("nvfp4.te/gemm_tail/A.npy"), fb.at("nvfp4.te/gemm_tail/A.npy"));
 }
 
 TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
@@ -131,6 +135,7 @@ TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
       EXPECT_GE(fam.count(f), 1u) << r << " has no " << f << " case";
     EXPECT_EQ(fam.count("tail"), static_cast<size_t>(block - 1)) << r;
     EXPECT_EQ(fam.count("hif4_bits"), std::string(r).rfind("hif4", 0) == 0 ? 1u : 0u) << r;
+    EXPECT_EQ(fam.count("gemm"), 2u) << r;
   }
 }
 
@@ -226,7 +231,7 @@ TEST(GoldenSuite, DequantMatchesAnIndependentDecoder) {
   const json m = manifest_of(kCheckedIn);
   int64_t checked = 0;
   for (const json& c : m["cases"]) {
-    if (c["expect"] != "output") continue;
+    if (c["expect"] != "output" || c["family"] == "gemm") continue;
     const std::string id = c["id"], format = c["format"];
     ASSERT_EQ(c["options"]["nibble_order"], "low_first") << id;
     if (format == "hif4") {
@@ -350,6 +355,61 @@ TEST(GoldenSuite, CliGenerateAndHelp) {
   r = testing::run_cli("golden verify --help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("Example"), std::string::npos);
+}
+
+// The fma_fp32 C of every MXFP4/NVFP4 GEMM case, recomputed from the packed
+// operand files with the decoder above and a plain fma loop (docs/gemm.md:
+// acc = +0, acc = fma(fp32(a_k), fp32(b_k), acc) in increasing k, then
+// C = fp32(alpha' · acc) with the manifest's alpha_used). This checks the
+// operand files, their layout and alpha_used against C, not the GEMM against
+// itself; the GEMM's own tests prove the models.
+float mx_nv_element(const std::string& format, int code, int scale_byte) {
+  if (format == "mxfp4") return scale_byte == 0xFF ? NAN : std::ldexp(e2m1_value(code), scale_byte - 127);
+  const int u = scale_byte & 0x7F, e = u >> 3, mant = u & 7;
+  const float scale = e == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(8.0f + mant, e - 10);
+  return u == 0x7F ? NAN : e2m1_value(code) * scale;
+}
+
+TEST(GoldenSuite, GemmFmaFp32MatchesAnIndependentLoop) {
+  const json m = manifest_of(kCheckedIn);
+  int cases = 0, nan_cases = 0;
+  for (const json& c : m["cases"]) {
+    if (c["family"] != "gemm" || c["format"] == "hif4") continue;
+    const std::string id = c["id"], format = c["format"];
+    const int64_t rows = c["m"], cols = c["n"], k = c["k"], block = c["block_size"];
+    const int64_t pad_a = c["a"]["padded_len"], pad_b = c["b"]["padded_len"];
+    ASSERT_EQ(c["a"]["nibble_order"], "low_first") << id;
+    const io::Array ac = io::read_npy(kCheckedIn / id / "a_codes.npy"), as = io::read_npy(kCheckedIn / id / "a_scales.npy");
+    const io::Array bc = io::read_npy(kCheckedIn / id / "b_codes.npy"), bs = io::read_npy(kCheckedIn / id / "b_scales.npy");
+    const std::vector<float> C = io::to_f32(io::read_npy(kCheckedIn / id / "C_fma_fp32.npy"));
+    ASSERT_EQ(C.size(), static_cast<size_t>(rows * cols)) << id;
+    // A: row i of m; B: column j of n, both k-contiguous (blocked along k).
+    auto value = [&](const io::Array& codes, const io::Array& scales, int64_t padded, int64_t row, int64_t kk) {
+      const uint8_t byte = codes.bytes[row * padded / 2 + kk / 2];
+      return mx_nv_element(format, kk % 2 ? byte >> 4 : byte & 0xF, scales.bytes[row * (padded / block) + kk / block]);
+    };
+    std::optional<float> alpha;
+    if (!c["alpha_used"].is_null()) alpha = std::strtof(c["alpha_used"].get<std::string>().c_str(), nullptr);
+    bool any_nan = false;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(value(ac, as, pad_a, i, kk), value(bc, bs, pad_b, j, kk), acc);
+        if (alpha) acc = *alpha * acc;
+        any_nan = any_nan || std::isnan(acc);
+        ASSERT_TRUE(testing::same_bits(acc, C[i * cols + j]) || (std::isnan(acc) && std::isnan(C[i * cols + j])))
+            << id << " C row " << i << " column " << j << ": loop " << acc << ", C_fma_fp32.npy " << C[i * cols + j];
+      }
+    ++cases;
+    if (c["random_scales"] == true) {
+      EXPECT_TRUE(any_nan) << id << ": a random-scale case must hold a NaN scale code";
+      ++nan_cases;
+    }
+    for (const char* f : {"C_exact.npy", "C_block_fp32_bps1.npy"})
+      EXPECT_TRUE(fs::exists(kCheckedIn / id / f)) << id << " has no " << f;
+  }
+  EXPECT_EQ(cases, 6);
+  EXPECT_EQ(nan_cases, 3);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -212,6 +214,47 @@ TEST(GoldenVerify, SignOfZeroIsSignificant) {
   ASSERT_EQ(r.first.size(), 1u);
   EXPECT_EQ(r.first[0].expected, "0x00000000 (0)");
   EXPECT_EQ(r.first[0].actual, "0x80000000 (-0)");
+}
+
+// A GEMM C file: a single-bit fault is reported at its C row and column with
+// the model; a different NaN (payload) in a NaN entry is no mismatch.
+TEST(GoldenVerify, ReportsAGemmCFaultAtItsRowAndColumn) {
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {"mxfp4.ocp/gemm_tail", "nvfp4.te/gemm_scales"});
+  const json m_all = manifest();
+  const json& c = case_of(m_all, "mxfp4.ocp/gemm_tail");
+  const int64_t n = c["n"];
+  const std::string file = "mxfp4.ocp/gemm_tail/C_block_fp32_bps2.npy";
+  const io::Array before = io::read_npy(kSuite / file);
+  // C row 2, column 3: bit 0 of its fp32 word (the lowest mantissa bit).
+  const int64_t at = 2 * n + 3;
+  flip(cand.path(), file, 4 * at, 0);
+  // nvfp4.te/gemm_scales: row 1 of A holds the NaN scale code, so C row 1 is
+  // NaN; flip a payload bit of C[1][0].
+  const std::string nan_file = "nvfp4.te/gemm_scales/C_exact.npy";
+  const int64_t nan_at = case_of(m_all, "nvfp4.te/gemm_scales")["n"].get<int64_t>();
+  ASSERT_TRUE(std::isnan(io::to_f32(io::read_npy(kSuite / nan_file))[nan_at]));
+  flip(cand.path(), nan_file, 4 * nan_at, 0);
+
+  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  ASSERT_EQ(r.total_mismatches, 1) << report_text(r);
+  ASSERT_EQ(r.first.size(), 1u);
+  const Mismatch& m = r.first[0];
+  EXPECT_EQ(m.case_id, "mxfp4.ocp/gemm_tail");
+  EXPECT_EQ(m.file, file);
+  EXPECT_EQ(m.kind, "gemm_c");
+  EXPECT_EQ(m.row, 2);
+  EXPECT_EQ(m.column, 3);
+  EXPECT_EQ(m.input, "model block_fp32 blocks_per_step 2");
+  uint32_t bits;
+  std::memcpy(&bits, before.bytes.data() + 4 * at, 4);
+  EXPECT_EQ(m.expected.substr(0, 10), fmt::format("0x{:08x}", bits));
+  EXPECT_EQ(m.actual.substr(0, 10), fmt::format("0x{:08x}", bits ^ 1u));
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(report_text(r).find("C row 2, column 3 (model block_fp32 blocks_per_step 2)"), std::string::npos)
+      << report_text(r);
+  for (const CaseResult& cr : r.cases)
+    if (cr.id == "nvfp4.te/gemm_scales") EXPECT_EQ(cr.status, "pass");
 }
 
 TEST(GoldenVerify, OutputForARejectedInputFails) {

@@ -863,6 +863,39 @@ std::vector<CaseSpec> exhaustive_cases(const Recipe& r) {
 
 }  // namespace
 
+std::vector<float> gemm_operand_values(Rng& rng, int64_t rows, int64_t cols, bool per_col, InputGrid g) {
+  return random_values(rng, Dist::gaussian, rows, cols, per_col, g);
+}
+
+std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& r, int level, uint64_t seed) {
+  const int64_t b = block_size(r.format);
+  // Random scale codes: HiF4's scale is a three-level word whose L2/L3 fields
+  // are tied to the codes, so only MXFP4/NVFP4 take random codes.
+  const bool random_ok = r.format != Format::hif4;
+  auto make = [&](std::string name, std::string probes, int64_t m, int64_t n, int64_t k, bool random_scales,
+                  std::optional<float> alpha) {
+    return GemmCaseSpec{fmt::format("{}/{}", r.id, name), std::move(probes), &r, m, n, k, random_scales && random_ok,
+                        alpha, seed};
+  };
+  std::vector<GemmCaseSpec> cases;
+  cases.push_back(make("gemm_tail", "GEMM of quantized Gaussian operands, k with a padded tail block, no alpha", 5, 7,
+                       3 * b + 5, false, std::nullopt));
+  cases.push_back(make("gemm_scales",
+                       random_ok ? "GEMM with random block scale codes over the format's range, NaN codes included, "
+                                   "k with a tail, alpha 0.75"
+                                 : "GEMM of quantized Gaussian operands, k with a tail, alpha 0.75",
+                       4, 5, 2 * b + 3, true, 0.75f));
+  if (level >= 2) {
+    cases.push_back(make("gemm_large", "larger GEMM of quantized Gaussian operands, k with a tail, alpha 3", 24, 24,
+                         16 * b + 7, false, 3.0f));
+    if (random_ok)
+      cases.push_back(make("gemm_large_scales",
+                           "larger GEMM with random block scale codes, NaN codes included, k with a tail", 24, 24,
+                           16 * b + 7, true, std::nullopt));
+  }
+  return cases;
+}
+
 std::vector<CaseSpec> build_cases(const Recipe& r, int level, uint64_t seed) {
   std::vector<CaseSpec> cases;
   const InputDType dtype = natural_dtype(r);

@@ -13,6 +13,7 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
+#include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/npy.hpp"
@@ -55,6 +56,36 @@ OutFile npy_file(std::string name, std::string role, const io::Array& a) {
   return {std::move(name), std::move(role), std::string(io::dtype_name(a.dtype)), a.shape, io::encode_npy(a)};
 }
 
+// An input array: fp32, or bf16 words for a bf16-input recipe.
+OutFile input_file(std::string name, const std::vector<int64_t>& shape, const std::vector<float>& x, InputGrid g) {
+  if (g.dtype != InputDType::bf16) return npy_file(std::move(name), "input", io::from_f32(shape, x));
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) bits[i] = static_cast<uint16_t>(g.bits(x[i]));
+  return npy_file(std::move(name), "input", io::from_bf16_bits(shape, bits));
+}
+
+// <prefix>codes.npy and <prefix>scales.npy of a packed tensor (a HiF4 scale as
+// its u32 word, little-endian: the stored bytes in order).
+void codes_and_scales(const std::string& prefix, const char* role, const PackedTensor& p, std::vector<OutFile>& files) {
+  files.push_back(npy_file(prefix + "codes.npy", role, io::from_u8(p.stored_shape(p.padded_len / 2), p.codes)));
+  if (p.format == Format::hif4) {
+    std::vector<uint32_t> words(p.num_blocks());
+    for (size_t i = 0; i < words.size(); ++i)
+      for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+    files.push_back(npy_file(prefix + "scales.npy", role, io::from_u32(p.stored_shape(p.blocks_per_row()), words)));
+  } else {
+    files.push_back(npy_file(prefix + "scales.npy", role, io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales)));
+  }
+}
+
+// NVFP4's <prefix>global_scale.npy; returns its manifest entry.
+ojson global_scale(const std::string& prefix, const char* role, const PackedTensor& p, std::vector<OutFile>& files) {
+  const float gs[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+  files.push_back(npy_file(prefix + "global_scale.npy", role, io::from_f32({3}, gs)));
+  return {{"amax", hex_float(p.global_amax)},
+          {"encode", hex_float(p.global_encode_scale)},
+          {"decode", hex_float(p.global_decode_scale)}};
+}
 
 // One line per block: "index row block | input words | scale | codes", hex.
 std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vector<float>& x) {
@@ -104,6 +135,8 @@ struct CaseOutput {
   std::vector<std::pair<std::string, std::string>> sums;  // relative path, sha256
 };
 
+CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, ojson meta, const fs::path& stage);
+
 // Builds the case's files, writes them under `stage`, returns its manifest entry.
 CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
   const std::vector<float> x = c.make();
@@ -117,12 +150,8 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
     // the values quantized.
     for (float v : x)
       if (!is_bf16_exact(v)) throw std::logic_error(c.id + ": a bf16 case holds a value that is not a bf16");
-    std::vector<uint16_t> bits(x.size());
-    for (size_t i = 0; i < x.size(); ++i) bits[i] = static_cast<uint16_t>(g.bits(x[i]));
-    files.push_back(npy_file("input.npy", "input", io::from_bf16_bits(c.shape, bits)));
-  } else {
-    files.push_back(npy_file("input.npy", "input", io::from_f32(c.shape, x)));
   }
+  files.push_back(input_file("input.npy", c.shape, x, g));
 
   ojson meta;
   meta["id"] = c.id;
@@ -169,25 +198,11 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
     const PackedTensor p = quantize(t, c.options);
     const Tensor dq = dequantize(p, kReferenceDequant);
     meta["expect"] = "output";
-    files.push_back(npy_file("codes.npy", "output", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes)));
-    if (p.format == Format::hif4) {
-      std::vector<uint32_t> words(p.num_blocks());
-      for (size_t i = 0; i < words.size(); ++i)
-        for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-      files.push_back(npy_file("scales.npy", "output", io::from_u32(p.stored_shape(p.blocks_per_row()), words)));
-    } else {
-      files.push_back(npy_file("scales.npy", "output", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales)));
-    }
+    codes_and_scales("", "output", p, files);
     for (StoredScaleLayout l : c.layouts)
       files.push_back(npy_file(fmt::format("scales_{}.npy", to_string(l)), "output",
                                io::from_u8(stored_scales_shape(p, l), store_scales(p, l))));
-    if (p.format == Format::nvfp4) {
-      const float gs[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
-      files.push_back(npy_file("global_scale.npy", "output", io::from_f32({3}, gs)));
-      meta["global_scale"] = {{"amax", hex_float(p.global_amax)},
-                              {"encode", hex_float(p.global_encode_scale)},
-                              {"decode", hex_float(p.global_decode_scale)}};
-    }
+    if (p.format == Format::nvfp4) meta["global_scale"] = global_scale("", "output", p, files);
     files.push_back(npy_file("dequant.npy", "output", io::from_f32(dq.shape, dq.data)));
     // A block whose every element decodes to NaN has a NaN scale (no element
     // code is NaN in these formats): its element codes are fp4emu's
@@ -207,12 +222,17 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
     }
   }
 
+  return write_case(c.id, files, std::move(meta), stage);
+}
+
+// Writes the case's files under `stage` and completes its manifest entry.
+CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, ojson meta, const fs::path& stage) {
   CaseOutput r;
-  const fs::path dir = stage / c.id;
+  const fs::path dir = stage / id;
   fs::create_directories(dir);
   ojson list = ojson::array();
   for (const OutFile& f : files) {
-    const std::string rel = c.id + "/" + f.name;
+    const std::string rel = id + "/" + f.name;
     std::ofstream out(stage / rel, std::ios::binary);
     out.write(reinterpret_cast<const char*>(f.bytes.data()), static_cast<std::streamsize>(f.bytes.size()));
     out.close();
@@ -234,6 +254,97 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
   meta["files"] = list;
   r.meta = std::move(meta);
   return r;
+}
+
+// A packed GEMM operand's files (role "operand": what a kernel consumes) and
+// its manifest entry.
+ojson operand_files(const std::string& side, const PackedTensor& p, std::vector<OutFile>& files) {
+  codes_and_scales(side + "_", "operand", p, files);
+  ojson o;
+  o["shape"] = p.shape;
+  o["axis"] = p.axis;
+  o["tail"] = "pad";
+  o["nibble_order"] = std::string(to_string(p.nibble_order));
+  o["padded_len"] = p.padded_len;
+  if (p.format == Format::nvfp4) o["global_scale"] = global_scale(side + "_", "operand", p, files);
+  return o;
+}
+
+// Replaces every block's scale code by a random code of the format's range:
+// MXFP4 E8M0 0x00..0xFF, NVFP4 UE4M3 0x00..0x7F. Block `nan_block` gets the
+// NaN code (0xFF, 0x7F) whatever the draw, so that every such case has one.
+void randomize_scales(PackedTensor& p, Rng& rng, int64_t nan_block) {
+  const int64_t range = p.format == Format::nvfp4 ? 0x80 : 0x100;
+  for (uint8_t& s : p.scales) s = static_cast<uint8_t>(rng.below(range));
+  p.scales[nan_block] = static_cast<uint8_t>(range - 1);
+}
+
+CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
+  const Recipe& r = *c.recipe;
+  const InputGrid g{r.bf16_input_only ? InputDType::bf16 : InputDType::f32};
+  Rng rng(c.seed, c.id);
+  Tensor ta, tb;
+  ta.shape = {c.m, c.k};
+  ta.data = gemm_operand_values(rng, c.m, c.k, false, g);
+  tb.shape = {c.k, c.n};
+  tb.data = gemm_operand_values(rng, c.k, c.n, true, g);
+  QuantOptions qa = golden_options(r, g.dtype), qb = qa;
+  qa.axis = 1;
+  qb.axis = 0;
+  qa.tail = qb.tail = TailPolicy::pad;
+  PackedTensor pa = quantize(ta, qa), pb = quantize(tb, qb);
+  if (c.random_scales) {
+    // A NaN block in row 1 of A and in the last column of B: C row 1 and C
+    // column n-1 are NaN, the rest is not.
+    randomize_scales(pa, rng, pa.blocks_per_row());
+    randomize_scales(pb, rng, pb.num_blocks() - 1);
+  }
+
+  std::vector<OutFile> files;
+  files.push_back(input_file("A.npy", ta.shape, ta.data, g));
+  files.push_back(input_file("B.npy", tb.shape, tb.data, g));
+  ojson meta;
+  meta["id"] = c.id;
+  meta["family"] = "gemm";
+  meta["probes"] = c.probes;
+  meta["format"] = std::string(format_name(r.format));
+  meta["recipe"] = std::string(r.id);
+  meta["input_dtype"] = std::string(dtype_name(g.dtype));
+  meta["m"] = c.m;
+  meta["n"] = c.n;
+  meta["k"] = c.k;
+  meta["block_size"] = block_size(r.format);
+  meta["a"] = operand_files("a", pa, files);
+  meta["b"] = operand_files("b", pb, files);
+  meta["random_scales"] = c.random_scales;
+  meta["alpha"] = c.alpha ? ojson(hex_float(*c.alpha)) : ojson();
+  const std::optional<float> used = gemm_alpha(pa, pb, c.alpha);
+  meta["alpha_used"] = used ? ojson(hex_float(*used)) : ojson();
+  meta["implementation"] = "scalar";
+  meta["expect"] = "output";
+
+  // block_fp32 at one block per fp32 add, and at one hardware MMA step of
+  // K = 64 (mxfp4.md §7.4, nvfp4.md §7.3; a HiF4 block is already 64).
+  std::vector<std::pair<GemmModel, int>> models{{GemmModel::exact, 1}, {GemmModel::block_fp32, 1}};
+  const int step = static_cast<int>(64 / block_size(r.format));
+  if (step > 1) models.push_back({GemmModel::block_fp32, step});
+  models.push_back({GemmModel::fma_fp32, 1});
+  ojson outputs = ojson::array();
+  for (const auto& [model, bps] : models) {
+    GemmOptions o;
+    o.model = model;
+    o.blocks_per_step = bps;
+    o.alpha = c.alpha;
+    o.threads = 1;
+    o.impl = GemmImpl::scalar;
+    const Tensor C = gemm(pa, pb, o);
+    const std::string name = model == GemmModel::block_fp32 ? fmt::format("C_block_fp32_bps{}.npy", bps)
+                                                            : fmt::format("C_{}.npy", to_string(model));
+    files.push_back(npy_file(name, "output", io::from_f32(C.shape, C.data)));
+    outputs.push_back({{"file", name}, {"model", std::string(to_string(model))}, {"blocks_per_step", bps}});
+  }
+  meta["outputs"] = outputs;
+  return write_case(c.id, files, std::move(meta), stage);
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -310,9 +421,14 @@ GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& optio
   const std::vector<std::string> recipes = selected_recipes(options);
   check_destination(out);
 
-  std::vector<CaseSpec> cases;
-  for (const std::string& id : recipes)
-    for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed)) cases.push_back(std::move(c));
+  // Per recipe: the quantization cases, then the GEMM cases.
+  std::vector<std::function<CaseOutput(const fs::path&)>> cases;
+  for (const std::string& id : recipes) {
+    for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed))
+      cases.push_back([c = std::move(c)](const fs::path& stage) { return realize(c, stage); });
+    for (GemmCaseSpec& c : build_gemm_cases(*find_recipe(id), options.level, options.seed))
+      cases.push_back([c = std::move(c)](const fs::path& stage) { return realize_gemm(c, stage); });
+  }
 
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::error_code ec;
@@ -331,7 +447,7 @@ GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& optio
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = 0; i < cases.size(); ++i) {
       try {
-        results[i] = realize(cases[i], stage);
+        results[i] = cases[i](stage);
       } catch (...) {
         errors[i] = std::current_exception();
       }

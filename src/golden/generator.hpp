@@ -6,6 +6,7 @@
 // operations (+ - * / sqrt), no libm transcendental.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,23 @@ struct CaseSpec {
 
 // Every case of `recipe` at `level` (families.cpp).
 std::vector<CaseSpec> build_cases(const Recipe& recipe, int level, uint64_t seed);
+
+// A GEMM case: C = Q(A) · Q(B) under each bit-reproducible accumulation model
+// (exact, block_fp32, fma_fp32; never fast), from the scalar GEMM.
+struct GemmCaseSpec {
+  std::string id;      // "<recipe>/<name>"
+  std::string probes;  // what the case probes, one sentence
+  const Recipe* recipe = nullptr;
+  int64_t m = 0, n = 0, k = 0;  // A m×k blocked along axis 1, B k×n blocked along axis 0
+  bool random_scales = false;   // block scale codes replaced by random codes (NaN codes included)
+  std::optional<float> alpha;
+  uint64_t seed = 1;
+};
+std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& recipe, int level, uint64_t seed);
+
+// A GEMM operand's input values, [rows, cols] C order, Gaussian with each row
+// (or column, when `per_col`) at its own binade in 2^-20..2^20.
+std::vector<float> gemm_operand_values(Rng& rng, int64_t rows, int64_t cols, bool per_col, InputGrid g);
 
 // The options every golden case starts from: the recipe, its defaults, and the
 // reference implementation.

@@ -218,6 +218,26 @@ class Comparer {
     }
   }
 
+  // C of a GEMM case, m×n fp32: bit for bit, any NaN matching any NaN.
+  void gemm_c(const std::string& id, const std::string& file, const std::string& model, const io::Array& e,
+              const io::Array& a, CaseResult& c) {
+    const int64_t n = e.shape.size() == 2 ? e.shape[1] : 1;
+    for (int64_t i = 0; i < static_cast<int64_t>(e.bytes.size() / 4); ++i) {
+      const uint32_t eb = f32_bits(e, i), ab = f32_bits(a, i);
+      if (same_value(eb, ab)) continue;
+      Mismatch m;
+      m.case_id = id;
+      m.file = file;
+      m.kind = "gemm_c";
+      m.row = i / n;
+      m.column = i % n;
+      m.input = "model " + model;
+      m.expected = float_text(eb);
+      m.actual = float_text(ab);
+      add(std::move(m), c);
+    }
+  }
+
   void raw(const CaseContext& ctx, const std::string& file, const io::Array& e, const io::Array& a, CaseResult& c) {
     for (size_t i = 0; i < e.bytes.size(); ++i) {
       if (e.bytes[i] == a.bytes[i]) continue;
@@ -332,6 +352,59 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
       continue;
     }
 
+    if (result.family == "gemm") {
+      // Outputs are the C files, one per model; A, B and the packed operands
+      // are what the kernel consumes.
+      std::map<std::string, std::string> model_of;
+      for (const json& o : c.at("outputs"))
+        model_of[field<std::string>(o, "file", suite, id)] =
+            fmt::format("{} blocks_per_step {}", field<std::string>(o, "model", suite, id),
+                        field<int>(o, "blocks_per_step", suite, id));
+      int outputs = 0, skipped = 0;
+      for (const json& f : c.at("files")) {
+        if (f.at("role").get<std::string>() != "output") continue;
+        ++outputs;
+        const std::string path = f.at("path").get<std::string>();
+        const std::string name = path.substr(path.rfind('/') + 1);
+        if (!fs::exists(candidate / path, ec)) {
+          if (options.skip_missing) {
+            ++skipped;
+            result.notes.push_back(fmt::format("skipped {}: not in the candidate", path));
+          } else {
+            error(fmt::format("candidate file {} is missing (use --skip-missing to compare only what the "
+                              "candidate has)",
+                              (candidate / path).string()));
+          }
+          continue;
+        }
+        try {
+          const io::Array e = io::read_npy(suite / path);
+          const io::Array a = io::read_npy(candidate / path);
+          if (a.dtype != e.dtype || a.shape != e.shape) {
+            error(fmt::format("candidate file {} is {} {}, expected {} {}", (candidate / path).string(),
+                              io::dtype_name(a.dtype), io::shape_string(a.shape), io::dtype_name(e.dtype),
+                              io::shape_string(e.shape)));
+            continue;
+          }
+          compared_any = true;
+          cmp.gemm_c(id, path, model_of.count(name) ? model_of[name] : name, e, a, result);
+        } catch (const InputError& e) {
+          error(e.what());
+        }
+      }
+      if (std::any_of(result.notes.begin(), result.notes.end(),
+                      [](const std::string& n) { return n.rfind("skipped", 0) != 0; }))
+        result.status = "error";
+      else if (result.mismatches > 0)
+        result.status = "fail";
+      else if (skipped == outputs)
+        result.status = "skipped";
+      else
+        result.status = "pass";
+      report.cases.push_back(std::move(result));
+      continue;
+    }
+
     const json& opt = c.at("options");
     const auto format = parse_format(field<std::string>(c, "format", suite, id));
     if (!format) bad_suite(suite, fmt::format("manifest.json: case {} has an unknown format", id));
@@ -433,7 +506,8 @@ std::string mismatch_line(const Mismatch& m) {
   std::string s = fmt::format("{} {}", m.kind, m.file);
   if (m.block >= 0) s += fmt::format(" block {} (row {}, block {} of the row)", m.block, m.row, m.block_in_row);
   if (m.element >= 0) s += fmt::format(" element {}", m.element);
-  if (!m.input.empty()) s += fmt::format(": input {}", m.input);
+  if (m.column >= 0) s += fmt::format(" C row {}, column {}", m.row, m.column);
+  if (!m.input.empty()) s += m.kind == "gemm_c" ? fmt::format(" ({})", m.input) : fmt::format(": input {}", m.input);
   s += fmt::format("; expected {}, actual {}", m.expected, m.actual);
   if (!m.expected_scale.empty() && m.kind != "scale")
     s += fmt::format("; block scale expected {}, actual {}", m.expected_scale, m.actual_scale);
@@ -492,6 +566,7 @@ std::string report_json(const VerifyReport& r) {
                   {"row", m.row},
                   {"block_in_row", m.block_in_row},
                   {"element", m.element},
+                  {"column", m.column},
                   {"input", m.input},
                   {"expected", m.expected},
                   {"actual", m.actual},

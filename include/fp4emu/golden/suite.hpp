@@ -54,15 +54,18 @@ struct VerifyOptions {
 };
 
 // One differing value. `block` is the linear block index (row * blocks_per_row
-// + block_in_row), `element` the index inside the block (-1 for a scale).
+// + block_in_row), `element` the index inside the block (-1 for a scale). A
+// GEMM C value (kind gemm_c) has `row` and `column` of C instead, the model in
+// `input`.
 struct Mismatch {
   std::string case_id;
   std::string file;      // relative to the suite, e.g. "mxfp4.ocp/codes/codes.npy"
-  std::string kind;      // code | scale | dequant | global_scale | layout_padding | unexpected_output
+  std::string kind;      // code | scale | dequant | global_scale | layout_padding | unexpected_output | gemm_c
   int64_t block = -1;
   int64_t row = -1;
   int64_t block_in_row = -1;
   int element = -1;
+  int64_t column = -1;   // gemm_c only
   std::string input;     // "0x3f800000 (1)" or "pad" or ""
   std::string expected;  // code, scale or value, hex (and decimal for values)
   std::string actual;
