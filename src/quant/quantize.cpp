@@ -18,6 +18,7 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
+#include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/quant/simd.hpp"
 
@@ -125,24 +126,6 @@ float block_amax_for(const ResolvedOptions& o, const TensorContext& ctx, const f
                      int64_t b, int64_t blocks) {
   if (o.recipe->nv.tile_2d) return ctx.tile_amax[(row / 16) * blocks + b];
   return reference::nvfp4_block_amax(*o.recipe, block, reference::kNvBlock);
-}
-
-// Byte and nibble of element j of block b in a packed row.
-struct NibbleSlot {
-  int64_t byte;
-  bool high;
-};
-NibbleSlot nibble_slot(NibbleOrder order, int block, int64_t b, int j) {
-  const int64_t p = b * block + j;
-  switch (order) {
-    case NibbleOrder::low_first: return {p / 2, (p & 1) != 0};
-    case NibbleOrder::high_first: return {p / 2, (p & 1) == 0};
-    case NibbleOrder::split_half: {
-      const int half = block / 2;
-      return {b * half + (j % half), j >= half};
-    }
-  }
-  return {p / 2, (p & 1) != 0};
 }
 
 void check_threads(int threads) {

@@ -1,6 +1,6 @@
 // Per-target nibble packing of one block's element codes (one code 0..15 per
 // byte) into the packed row, and back, for the three nibble orders of
-// recipe.hpp. The reference driver's nibble_slot (src/quant/quantize.cpp) is
+// recipe.hpp. The shared nibble_slot (include/fp4emu/quant/nibbles.hpp) is
 // the definition; the driver tests compare packed bytes with the reference.
 #if defined(FP4EMU_SRC_QUANT_SIMD_PACK_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_PACK_INL_H_
