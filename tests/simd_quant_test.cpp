@@ -460,6 +460,7 @@ TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {
 // per-tensor decode scales) for every recipe with a fast decoder.
 TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {
   std::mt19937_64 rng(29);
+  int decoders = 0;
   for (const Recipe& r : all_recipes()) {
     if (r.fake_quant_only) continue;
     QuantOptions o;
@@ -473,6 +474,7 @@ TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {
     x.data = std::move(data);
     PackedTensor p = quantize(x, o);
     if (!simd::fast_dequantize_gap(p).empty()) continue;
+    ++decoders;
     for (uint8_t& b : p.codes) b = static_cast<uint8_t>(rng());
     const int sb = scale_bytes_per_block(r.format);
     for (size_t i = 0; i < p.scales.size(); ++i)
@@ -491,6 +493,7 @@ TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {
       }
     }
   }
+  EXPECT_GE(decoders, 18);  // every recipe but hif4.v12_pow2, the two ggml ones and the fake-quant-only one
 }
 
 TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {

@@ -32,7 +32,7 @@
 #include "models.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "../src/gemm/simd.cpp"  // relative to include/
+#define HWY_TARGET_INCLUDE "src/gemm/simd.cpp"  // relative to the repository root
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 

@@ -6,9 +6,9 @@
 #define HWY_COMPILE_ALL_ATTAINABLE
 #endif
 #undef HWY_TARGET_INCLUDE
-// This file, found through the library's include/ directory (src/ is not on
-// the include path; foreach_target.h includes it once per target).
-#define HWY_TARGET_INCLUDE "../src/quant/simd/kernels.cpp"
+// This file, by its path from the repository root (a private include
+// directory of the library); foreach_target.h includes it once per target.
+#define HWY_TARGET_INCLUDE "src/quant/simd/kernels.cpp"
 #include "hwy/foreach_target.h"      // IWYU pragma: keep
 
 #include <algorithm>
