@@ -334,6 +334,19 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
       result.notes.push_back(what);
       report.errors.push_back(fmt::format("{}: {}", id, what));
     };
+    // False when the candidate lacks an output file: noted as skipped with
+    // --skip-missing, an error otherwise.
+    auto candidate_has = [&](const std::string& path, int& skipped) {
+      if (fs::exists(candidate / path, ec)) return true;
+      if (options.skip_missing) {
+        ++skipped;
+        result.notes.push_back(fmt::format("skipped {}: not in the candidate", path));
+      } else {
+        error(fmt::format("candidate file {} is missing (use --skip-missing to compare only what the candidate has)",
+                          (candidate / path).string()));
+      }
+      return false;
+    };
 
     if (field<std::string>(c, "expect", suite, id) == "error") {
       // The input must be rejected: a candidate that wrote outputs fails.
@@ -366,17 +379,7 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
         ++outputs;
         const std::string path = f.at("path").get<std::string>();
         const std::string name = path.substr(path.rfind('/') + 1);
-        if (!fs::exists(candidate / path, ec)) {
-          if (options.skip_missing) {
-            ++skipped;
-            result.notes.push_back(fmt::format("skipped {}: not in the candidate", path));
-          } else {
-            error(fmt::format("candidate file {} is missing (use --skip-missing to compare only what the "
-                              "candidate has)",
-                              (candidate / path).string()));
-          }
-          continue;
-        }
+        if (!candidate_has(path, skipped)) continue;
         try {
           const io::Array e = io::read_npy(suite / path);
           const io::Array a = io::read_npy(candidate / path);
@@ -434,17 +437,7 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
       if (role != "output") continue;
       ++outputs;
       expected[name] = io::read_npy(suite / path);
-      if (!fs::exists(candidate / path, ec)) {
-        if (options.skip_missing) {
-          ++skipped;
-          result.notes.push_back(fmt::format("skipped {}: not in the candidate", path));
-        } else {
-          error(fmt::format("candidate file {} is missing (use --skip-missing to compare only what the "
-                            "candidate has)",
-                            (candidate / path).string()));
-        }
-        continue;
-      }
+      if (!candidate_has(path, skipped)) continue;
       try {
         io::Array a = io::read_npy(candidate / path);
         const io::Array& e = expected[name];
