@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "fp4emu/error.hpp"
+#include "io_test_util.hpp"
 #include "fp4emu/io/array.hpp"
 #include "fp4emu/io/safetensors.hpp"
 
@@ -51,32 +52,9 @@ class TempDir {
   fs::path path_;
 };
 
-void write_bytes(const fs::path& p, std::string_view bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-void expect_input_error(const std::function<void()>& fn,
-                        std::initializer_list<std::string_view> needles) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    for (std::string_view n : needles) {
-      EXPECT_NE(msg.find(n), std::string::npos) << "message lacks \"" << n << "\": " << msg;
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-}
+using fp4emu::testing::expect_input_error;
+using fp4emu::testing::read_bytes;
+using fp4emu::testing::write_bytes;
 
 // A hand-made file: u64 LE length, the header text as given, then data.
 std::string st_bytes(std::string_view header, std::string_view data) {

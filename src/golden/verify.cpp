@@ -279,6 +279,20 @@ int VerifyReport::exit_code() const {
   return total_mismatches > 0 ? 1 : 0;
 }
 
+namespace {
+
+// A case's status: any note other than a skipped file is an error.
+const char* case_status(const CaseResult& result, int skipped, int outputs) {
+  if (std::any_of(result.notes.begin(), result.notes.end(),
+                  [](const std::string& n) { return n.rfind("skipped", 0) != 0; }))
+    return "error";
+  if (result.mismatches > 0) return "fail";
+  if (skipped == outputs) return "skipped";
+  return "pass";
+}
+
+}  // namespace
+
 VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, const VerifyOptions& options) {
   VerifyReport report;
   report.suite = suite;
@@ -395,15 +409,7 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
           error(e.what());
         }
       }
-      if (std::any_of(result.notes.begin(), result.notes.end(),
-                      [](const std::string& n) { return n.rfind("skipped", 0) != 0; }))
-        result.status = "error";
-      else if (result.mismatches > 0)
-        result.status = "fail";
-      else if (skipped == outputs)
-        result.status = "skipped";
-      else
-        result.status = "pass";
+      result.status = case_status(result, skipped, outputs);
       report.cases.push_back(std::move(result));
       continue;
     }
@@ -475,15 +481,7 @@ VerifyReport verify_suite(const fs::path& suite, const fs::path& candidate, cons
         cmp.raw(ctx, file, e, a, result);
       }
     }
-    if (!result.notes.empty() && std::any_of(result.notes.begin(), result.notes.end(),
-                                             [](const std::string& n) { return n.rfind("skipped", 0) != 0; }))
-      result.status = "error";
-    else if (result.mismatches > 0)
-      result.status = "fail";
-    else if (skipped == outputs)
-      result.status = "skipped";
-    else
-      result.status = "pass";
+    result.status = case_status(result, skipped, outputs);
     report.cases.push_back(std::move(result));
   }
   if (!compared_any && report.errors.empty())
