@@ -71,6 +71,11 @@ struct Recipe {
   Hif4Params hif4{};
   MxParams mx{};
   NvParams nv{};
+  // Version of this recipe's output bits: bumped whenever any output of the
+  // recipe changes (CHANGELOG.md lists each change). Golden suites record it
+  // per case so that a suite made by an older fp4emu is told apart from a
+  // kernel bug.
+  int bits_version = 1;
 };
 
 // All recipes, grouped by format, in a stable order.
