@@ -1,0 +1,472 @@
+// Parsing and validation of manifest.json and SHA256SUMS (manifest.hpp).
+// Every access to the untrusted JSON goes through `Node`, whose accessors
+// check the type and range and throw InputError naming the field; nothing
+// reads a value it has not checked.
+#include "manifest.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/suite.hpp"
+#include "packing.hpp"
+
+namespace fp4emu::golden {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// The manifest needs depth 6 (top, cases, case, files, file, shape); deeper
+// input is refused before nlohmann builds (and later destroys) it.
+constexpr int kMaxJsonDepth = 16;
+
+[[noreturn]] void bad(const fs::path& suite, const std::string& what) {
+  throw InputError(fmt::format("suite {}: {}; regenerate it (fp4emu golden generate) or restore it from version "
+                               "control",
+                               suite.string(), what));
+}
+
+int json_depth(std::string_view text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > kMaxJsonDepth) return max_depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// A checked view of one JSON value: `where` names it in messages, e.g.
+// "case \"mxfp4.ocp/codes\" field 'options.axis'".
+class Node {
+ public:
+  Node(const json& j, std::string where, const fs::path& suite) : j_(j), where_(std::move(where)), suite_(suite) {}
+
+  [[noreturn]] void fail(const std::string& what) const { bad(suite_, fmt::format("manifest.json: {} {}", where_, what)); }
+  const std::string& where() const { return where_; }
+  const json& raw() const { return j_; }
+
+  bool has(const char* key) const { return j_.is_object() && j_.contains(key) && !j_.at(key).is_null(); }
+  Node at(const char* key) const {
+    if (!j_.is_object()) fail("is not a JSON object");
+    const auto it = j_.find(key);
+    if (it == j_.end()) fail(fmt::format("has no field '{}'", key));
+    return Node(*it, child_where(key), suite_);
+  }
+  Node object(const char* key) const {
+    Node n = at(key);
+    if (!n.j_.is_object()) n.fail(fmt::format("is {}, must be a JSON object", type_text(n.j_)));
+    return n;
+  }
+  std::vector<Node> array(const char* key, size_t min_size = 0) const {
+    Node n = at(key);
+    if (!n.j_.is_array()) n.fail(fmt::format("is {}, must be an array", type_text(n.j_)));
+    if (n.j_.size() < min_size) n.fail(fmt::format("has {} entries, needs at least {}", n.j_.size(), min_size));
+    std::vector<Node> out;
+    out.reserve(n.j_.size());
+    for (size_t i = 0; i < n.j_.size(); ++i) out.emplace_back(n.j_[i], fmt::format("{}[{}]", n.where_, i), suite_);
+    return out;
+  }
+  std::string string(const char* key) const { return at(key).as_string(); }
+  std::string as_string() const {
+    if (!j_.is_string()) fail(fmt::format("is {}, must be a string", type_text(j_)));
+    return j_.get<std::string>();
+  }
+  // An integer in [lo, hi]: a JSON integer literal, never a float (1e300,
+  // 3.9) or a string.
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const { return at(key).as_integer(lo, hi); }
+  int64_t as_integer(int64_t lo, int64_t hi) const {
+    int64_t v = 0;
+    if (j_.is_number_unsigned()) {
+      const uint64_t u = j_.get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi)) fail(fmt::format("is {}, must be an integer in {}..{}", u, lo, hi));
+      v = static_cast<int64_t>(u);
+    } else if (j_.is_number_integer()) {
+      v = j_.get<int64_t>();
+    } else {
+      fail(fmt::format("is {}, must be an integer in {}..{}", type_text(j_), lo, hi));
+    }
+    if (v < lo || v > hi) fail(fmt::format("is {}, must be an integer in {}..{}", v, lo, hi));
+    return v;
+  }
+  bool boolean(const char* key) const {
+    Node n = at(key);
+    if (!n.j_.is_boolean()) n.fail(fmt::format("is {}, must be true or false", type_text(n.j_)));
+    return n.j_.get<bool>();
+  }
+
+ private:
+  std::string child_where(const char* key) const {
+    // "case X field 'a'" + "b" -> "case X field 'a.b'".
+    if (!where_.empty() && where_.back() == '\'') return where_.substr(0, where_.size() - 1) + "." + key + "'";
+    return fmt::format("{} field '{}'", where_, key);
+  }
+  static std::string type_text(const json& j) {
+    if (j.is_number_float()) return "a non-integer number";
+    if (j.is_number()) return "an integer out of range";
+    return fmt::format("{} {}", j.is_object() || j.is_array() ? "an" : "a", j.type_name());
+  }
+
+  const json& j_;
+  std::string where_;
+  const fs::path& suite_;
+};
+
+std::string shape_text(const std::vector<int64_t>& s) { return io::shape_string(s); }
+
+// A shape: 1..8 positive dims whose product stays at most kMaxCaseElements.
+std::vector<int64_t> parse_shape(const Node& parent, const char* key) {
+  std::vector<int64_t> shape;
+  const std::vector<Node> dims = parent.array(key, 1);
+  if (dims.size() > 8) parent.at(key).fail(fmt::format("has {} dims, at most 8 are supported", dims.size()));
+  int64_t product = 1;
+  for (const Node& d : dims) {
+    const int64_t v = d.as_integer(1, kMaxCaseElements);
+    if (__builtin_mul_overflow(product, v, &product) || product > kMaxCaseElements)
+      parent.at(key).fail(fmt::format("has more than {} elements", kMaxCaseElements));
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+const std::set<std::string>& known_families() {
+  static const std::set<std::string> f{"codes", "scale_steps", "hif4_bits", "special", "tail", "tail_error",
+                                       "random", "layout",     "exhaustive", "gemm"};
+  return f;
+}
+
+ManifestFile parse_file(const Node& f, const ManifestCase& c) {
+  ManifestFile out;
+  out.path = f.string("path");
+  if (const std::string p = relative_path_problem(out.path); !p.empty()) f.at("path").fail(p);
+  const std::string prefix = c.id + "/";
+  if (out.path.size() <= prefix.size() || out.path.compare(0, prefix.size(), prefix) != 0 ||
+      out.path.find('/', prefix.size()) != std::string::npos)
+    f.at("path").fail(fmt::format("is {}, must be a file directly inside the case's directory {}", json_quoted(out.path),
+                                  json_quoted(prefix)));
+  out.name = out.path.substr(prefix.size());
+  out.role = f.string("role");
+  if (out.role != "input" && out.role != "output" && out.role != "operand" && out.role != "text")
+    f.at("role").fail(fmt::format("is {}, must be input, output, operand or text", json_quoted(out.role)));
+  if (out.role != "text") {
+    const std::string d = f.string("dtype");
+    out.dtype = io::parse_dtype(d);
+    if (!out.dtype) f.at("dtype").fail(fmt::format("is {}, must be one of {}", json_quoted(d), io::dtype_names()));
+    // A scalar .npy has rank 0; the suite writes none, so rank >= 1.
+    out.shape = parse_shape(f, "shape");
+  }
+  const std::string sum = f.string("sha256");
+  if (sum.size() != 64 || !std::all_of(sum.begin(), sum.end(), [](char ch) {
+        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+      }))
+    f.at("sha256").fail("is not 64 lower-case hex digits");
+  out.sha256 = sum;
+  return out;
+}
+
+// The file a case's geometry implies for `name`: its dtype and shape. nullopt
+// for a name that this kind of case does not have.
+struct Expected {
+  std::string role;
+  io::DType dtype;
+  std::vector<int64_t> shape;
+};
+
+io::DType input_dtype_of(const ManifestCase& c) { return c.input_dtype == "bf16" ? io::DType::bf16 : io::DType::f32; }
+
+std::optional<Expected> expected_quant_file(const ManifestCase& c, const std::string& name) {
+  const PackedTensor p = c.geometry();
+  if (name == "input.npy") return Expected{"input", input_dtype_of(c), c.shape};
+  if (c.expect_error) return std::nullopt;
+  const io::DType scale_dtype = p.format == Format::hif4 ? io::DType::u32 : io::DType::u8;
+  if (name == "codes.npy") return Expected{"output", io::DType::u8, p.stored_shape(p.padded_len / 2)};
+  if (name == "scales.npy") return Expected{"output", scale_dtype, p.stored_shape(p.blocks_per_row())};
+  if (name == "dequant.npy") return Expected{"output", io::DType::f32, c.shape};
+  if (name == "global_scale.npy" && p.format == Format::nvfp4) return Expected{"output", io::DType::f32, {3}};
+  if (name.starts_with("scales_") && name.ends_with(".npy")) {
+    const auto l = parse_stored_scale_layout(std::string_view(name).substr(7, name.size() - 11));
+    if (l && std::find(c.scale_layouts.begin(), c.scale_layouts.end(), *l) != c.scale_layouts.end())
+      return Expected{"output", io::DType::u8, stored_scales_shape(p, *l)};
+  }
+  return std::nullopt;
+}
+
+std::optional<Expected> expected_gemm_file(const ManifestCase& c, const std::string& name) {
+  const io::DType in = input_dtype_of(c);
+  if (name == "A.npy") return Expected{"input", in, {c.m, c.k}};
+  if (name == "B.npy") return Expected{"input", in, {c.k, c.n}};
+  for (const GemmOutput& o : c.outputs)
+    if (o.file == name) return Expected{"output", io::DType::f32, {c.m, c.n}};
+  // The packed operands are what the kernel reads; verify never reads them.
+  if (name.starts_with("a_") || name.starts_with("b_")) return Expected{"operand", io::DType::u8, {}};
+  return std::nullopt;
+}
+
+void parse_quant_fields(const Node& n, ManifestCase& c) {
+  c.shape = parse_shape(n, "shape");
+  const Node opt = n.object("options");
+  const int64_t rank = static_cast<int64_t>(c.shape.size());
+  c.axis = static_cast<int>(opt.integer("axis", 0, rank - 1));
+  const std::string order = opt.string("nibble_order");
+  const auto nibble = parse_nibble_order(order);
+  if (!nibble) opt.at("nibble_order").fail(fmt::format("is {}, must be low_first, high_first or split_half", json_quoted(order)));
+  c.nibble_order = *nibble;
+  if (opt.has("rounding")) {
+    const std::string r = opt.string("rounding");
+    c.rounding = parse_rounding(r);
+    if (!c.rounding) opt.at("rounding").fail(fmt::format("is {}, not a rounding fp4emu knows", json_quoted(r)));
+  }
+  if (opt.has("scale_layouts"))
+    for (const Node& l : opt.array("scale_layouts")) {
+      const std::string s = l.as_string();
+      const auto layout = parse_stored_scale_layout(s);
+      if (!layout) l.fail(fmt::format("is {}, must be linear, swizzled_128x4 or hif4_cube", json_quoted(s)));
+      if (!layout_applies(*layout, c.recipe->format))
+        l.fail(fmt::format("is {}, which does not apply to {}", s, format_name(c.recipe->format)));
+      if (*layout != StoredScaleLayout::linear) c.scale_layouts.push_back(*layout);
+    }
+  const PackedTensor p = c.geometry();
+  // The derived fields are redundant; when present they must agree.
+  const std::pair<const char*, int64_t> derived[] = {
+      {"rows", p.rows}, {"padded_len", p.padded_len}, {"blocks_per_row", p.blocks_per_row()}};
+  for (const auto& [key, value] : derived)
+    if (n.has(key)) {
+      const int64_t v = n.integer(key, 0, std::numeric_limits<int64_t>::max());
+      if (v != value)
+        n.at(key).fail(fmt::format("is {}, but shape {} with axis {} and block {} gives {}", v, shape_text(c.shape),
+                                   c.axis, c.block_size, value));
+    }
+  if (!c.expect_error) {
+    int64_t prev = -1;
+    for (const Node& b : n.array("nan_scale_blocks")) {
+      const int64_t v = b.as_integer(0, p.num_blocks() - 1);
+      if (v <= prev) b.fail("is out of order (the list is strictly increasing)");
+      c.nan_scale_blocks.push_back(prev = v);
+    }
+  }
+}
+
+void parse_gemm_fields(const Node& n, ManifestCase& c) {
+  c.m = n.integer("m", 1, kMaxCaseElements);
+  c.n = n.integer("n", 1, kMaxCaseElements);
+  c.k = n.integer("k", 1, kMaxCaseElements);
+  int64_t mn = 0, mk = 0, kn = 0;
+  if (__builtin_mul_overflow(c.m, c.n, &mn) || __builtin_mul_overflow(c.m, c.k, &mk) ||
+      __builtin_mul_overflow(c.k, c.n, &kn) || std::max({mn, mk, kn}) > kMaxCaseElements)
+    n.fail(fmt::format("has m, n, k = {}, {}, {}: more than {} elements in A, B or C", c.m, c.n, c.k,
+                       kMaxCaseElements));
+  std::set<std::string> seen;
+  for (const Node& o : n.array("outputs", 1)) {
+    GemmOutput g;
+    g.file = o.string("file");
+    if (const std::string p = relative_path_problem(g.file); !p.empty() || g.file.find('/') != std::string::npos ||
+                                                           !g.file.ends_with(".npy"))
+      o.at("file").fail(fmt::format("is {}, must be a .npy file name inside the case's directory", json_quoted(g.file)));
+    if (!seen.insert(g.file).second) o.at("file").fail(fmt::format("{} is listed twice", json_quoted(g.file)));
+    g.model = o.string("model");
+    g.blocks_per_step = static_cast<int>(o.integer("blocks_per_step", 1, 1 << 20));
+    c.outputs.push_back(std::move(g));
+  }
+}
+
+ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
+  ManifestCase c;
+  // The id names the case in every later message, so it is checked first.
+  const Node index_node(n.raw(), fmt::format("cases[{}]", index), suite);
+  c.id = index_node.string("id");
+  if (const std::string p = relative_path_problem(c.id); !p.empty()) index_node.at("id").fail(p);
+  const Node cn(n.raw(), fmt::format("case {}", json_quoted(c.id)), suite);
+  c.family = cn.string("family");
+  if (!known_families().count(c.family)) cn.at("family").fail(fmt::format("is {}, not a known family", json_quoted(c.family)));
+  if (cn.has("probes")) c.probes = cn.string("probes");
+  const std::string recipe = cn.string("recipe");
+  c.recipe = find_recipe(recipe);
+  if (!c.recipe || c.recipe->fake_quant_only)
+    cn.at("recipe").fail(fmt::format("is {}, not a packed recipe of this fp4emu", json_quoted(recipe)));
+  if (c.id.compare(0, recipe.size() + 1, recipe + "/") != 0 || c.id.find('/', recipe.size() + 1) != std::string::npos)
+    cn.at("id").fail(fmt::format("must be '{}/<name>' (the recipe, then the case name)", recipe));
+  const std::string format = cn.string("format");
+  if (format != format_name(c.recipe->format))
+    cn.at("format").fail(fmt::format("is {}, but recipe {} is {}", json_quoted(format), recipe, format_name(c.recipe->format)));
+  c.block_size = static_cast<int>(cn.integer("block_size", 1, 1024));
+  if (c.block_size != fp4emu::block_size(c.recipe->format))
+    cn.at("block_size").fail(fmt::format("is {}, but a {} block holds {} elements", c.block_size, format,
+                                         fp4emu::block_size(c.recipe->format)));
+  // Suites written before bits versions existed are bits v1.
+  c.bits_version = cn.has("bits_version") ? static_cast<int>(cn.integer("bits_version", 1, 1 << 20)) : 1;
+  const std::string expect = cn.string("expect");
+  if (expect != "output" && expect != "error") cn.at("expect").fail(fmt::format("is {}, must be output or error", json_quoted(expect)));
+  c.expect_error = expect == "error";
+  c.input_dtype = cn.string("input_dtype");
+  if (c.input_dtype != "f32" && c.input_dtype != "bf16")
+    cn.at("input_dtype").fail(fmt::format("is {}, must be f32 or bf16", json_quoted(c.input_dtype)));
+
+  if (c.is_gemm()) {
+    if (c.expect_error) cn.at("expect").fail("is error, which a gemm case cannot be");
+    parse_gemm_fields(cn, c);
+  } else {
+    parse_quant_fields(cn, c);
+  }
+
+  std::set<std::string> names;
+  for (const Node& f : cn.array("files", 1)) {
+    ManifestFile mf = parse_file(f, c);
+    if (!names.insert(mf.name).second) f.at("path").fail(fmt::format("{} is listed twice", json_quoted(mf.path)));
+    const std::optional<Expected> e = c.is_gemm() ? expected_gemm_file(c, mf.name) : expected_quant_file(c, mf.name);
+    if (mf.role == "text") {
+      if (mf.name != "blocks.txt") f.at("path").fail(fmt::format("{} is not a text file of a suite", json_quoted(mf.name)));
+    } else if (!e) {
+      f.at("path").fail(fmt::format("{} is not a file of a {} case", json_quoted(mf.name),
+                                    c.is_gemm() ? "gemm" : (c.expect_error ? "expect-error" : "quantization")));
+    } else if (mf.role != e->role) {
+      f.at("role").fail(fmt::format("of {} is {}, must be {}", mf.name, json_quoted(mf.role), e->role));
+    } else if (mf.role != "operand" && (*mf.dtype != e->dtype || mf.shape != e->shape)) {
+      f.fail(fmt::format("gives {} {} {}, but the case's geometry needs {} {}", mf.name, io::dtype_name(*mf.dtype),
+                         shape_text(mf.shape), io::dtype_name(e->dtype), shape_text(e->shape)));
+    }
+    c.files.push_back(std::move(mf));
+  }
+  // What verify needs to find: the input, and every output the case implies.
+  const char* input = c.is_gemm() ? "A.npy" : "input.npy";
+  if (!names.count(input)) cn.at("files").fail(fmt::format("has no {}", input));
+  if (c.is_gemm()) {
+    for (const GemmOutput& o : c.outputs)
+      if (!names.count(o.file)) cn.at("outputs").fail(fmt::format("names {}, which 'files' does not list", json_quoted(o.file)));
+  } else if (!c.expect_error) {
+    for (const char* need : {"codes.npy", "scales.npy", "dequant.npy"})
+      if (!names.count(need)) cn.at("files").fail(fmt::format("has no {}", need));
+    if (c.recipe->format == Format::nvfp4 && !names.count("global_scale.npy"))
+      cn.at("files").fail("has no global_scale.npy");
+  }
+  return c;
+}
+
+}  // namespace
+
+PackedTensor ManifestCase::geometry() const {
+  PackedTensor p;
+  p.format = recipe ? recipe->format : Format::hif4;
+  p.recipe_id = recipe ? std::string(recipe->id) : std::string();
+  p.shape = shape;
+  p.axis = axis;
+  p.block_size = block_size;
+  p.nibble_order = nibble_order;
+  if (shape.empty() || block_size <= 0) return p;
+  const CaseGeometry g(shape, axis, block_size, nibble_order);
+  p.rows = g.rows();
+  p.axis_len = g.axis_len;
+  p.padded_len = g.padded_len;
+  return p;
+}
+
+const ManifestFile* ManifestCase::file(std::string_view name) const {
+  for (const ManifestFile& f : files)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string json_quoted(std::string_view s) {
+  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string relative_path_problem(std::string_view path) {
+  if (path.empty()) return "is empty";
+  if (path.size() > 4096) return "is longer than 4096 characters";
+  if (path.front() == '/') return fmt::format("{} is an absolute path; paths are relative to the suite", json_quoted(path));
+  for (char ch : path)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f || ch == '\\')
+      return fmt::format("{} holds a control character or a backslash", json_quoted(path));
+  size_t start = 0;
+  while (true) {
+    const size_t end = path.find('/', start);
+    const std::string_view part = path.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (part.empty()) return fmt::format("{} has an empty component ('//' or a trailing '/')", json_quoted(path));
+    if (part == "." || part == "..")
+      return fmt::format("{} has a '{}' component; paths must stay inside the suite", json_quoted(path), part);
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return {};
+}
+
+ParsedManifest parse_manifest(std::string_view json_text, const fs::path& suite) {
+  if (static_cast<int64_t>(json_text.size()) > kMaxManifestBytes)
+    bad(suite, fmt::format("manifest.json is larger than {} bytes", kMaxManifestBytes));
+  if (json_depth(json_text) > kMaxJsonDepth)
+    bad(suite, fmt::format("manifest.json nests arrays/objects deeper than {} levels", kMaxJsonDepth));
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    bad(suite, fmt::format("manifest.json is not valid JSON ({})", e.what()));
+  }
+  const Node top(j, "the top level", suite);
+  if (!j.is_object()) top.fail("is not a JSON object");
+  ParsedManifest m;
+  try {
+    if (top.string("schema") != kSchemaName) top.at("schema").fail(fmt::format("is not '{}'", kSchemaName));
+    m.schema_version = static_cast<int>(top.integer("schema_version", 0, std::numeric_limits<int>::max()));
+    if (m.schema_version != kSchemaVersion)
+      throw InputError(fmt::format("suite {}: schema_version {} is not supported by this fp4emu (it reads {}); use "
+                                   "the fp4emu version named in manifest.json",
+                                   suite.string(), m.schema_version, kSchemaVersion));
+    if (top.has("fp4emu_version")) m.fp4emu_version = top.string("fp4emu_version");
+    std::set<std::string> ids;
+    const std::vector<Node> cases = top.array("cases", 1);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ManifestCase c = parse_case(cases[i], i, suite);
+      if (!ids.insert(c.id).second) cases[i].at("id").fail(fmt::format("{} is used by two cases", json_quoted(c.id)));
+      m.cases.push_back(std::move(c));
+    }
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Defence in depth: the checks above leave nothing for nlohmann or the
+    // layout code to throw, but no exception may leave as anything but an
+    // InputError.
+    bad(suite, fmt::format("manifest.json cannot be read ({})", e.what()));
+  }
+  return m;
+}
+
+std::map<std::string, std::string> parse_sums(std::string_view text, const fs::path& suite) {
+  if (static_cast<int64_t>(text.size()) > kMaxManifestBytes)
+    bad(suite, fmt::format("SHA256SUMS is larger than {} bytes", kMaxManifestBytes));
+  std::map<std::string, std::string> sums;
+  size_t start = 0;
+  int line_no = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string_view line = text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    start = end == std::string_view::npos ? text.size() : end + 1;
+    ++line_no;
+    const bool hex = line.size() >= 64 && std::all_of(line.begin(), line.begin() + 64, [](char ch) {
+                       return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+                     });
+    if (!hex || line.size() < 67 || line.substr(64, 2) != "  ")
+      bad(suite, fmt::format("SHA256SUMS line {} is not '<64 lower-case hex digits>  <path>'", line_no));
+    const std::string path(line.substr(66));
+    if (const std::string p = relative_path_problem(path); !p.empty())
+      bad(suite, fmt::format("SHA256SUMS line {}: the path {}", line_no, p));
+    if (!sums.emplace(path, std::string(line.substr(0, 64))).second)
+      bad(suite, fmt::format("SHA256SUMS line {}: {} is listed twice", line_no, json_quoted(path)));
+  }
+  return sums;
+}
+
+}  // namespace fp4emu::golden
