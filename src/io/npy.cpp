@@ -84,6 +84,8 @@ std::string printable(std::string_view s, size_t max_len = 48) {
 // numpy parses the header with ast.literal_eval. We accept the subset that
 // can appear in one: dicts, tuples, lists, strings, integers, True/False/None.
 
+struct PyEntry;
+
 struct PyValue {
   enum class Kind { str, integer, boolean, none, tuple, list, dict };
   Kind kind = Kind::none;
@@ -91,7 +93,14 @@ struct PyValue {
   int64_t integer = 0;
   bool boolean = false;
   std::vector<PyValue> items;                        // tuple, list
-  std::vector<std::pair<PyValue, PyValue>> entries;  // dict
+  // A vector of an incomplete element type is allowed (C++17), a pair of
+  // one is not: libstdc++'s std::pair<PyValue, PyValue> fails under clang.
+  std::vector<PyEntry> entries;  // dict
+};
+
+struct PyEntry {
+  PyValue key;
+  PyValue value;
 };
 
 // repr output is already printable (strings go through printable()); this
@@ -122,7 +131,7 @@ std::string repr(const PyValue& v) {
       std::string s = "{";
       for (size_t i = 0; i < v.entries.size(); ++i) {
         if (i) s += ", ";
-        s += repr(v.entries[i].first) + ": " + repr(v.entries[i].second);
+        s += repr(v.entries[i].key) + ": " + repr(v.entries[i].value);
       }
       return s + "}";
     }
@@ -193,7 +202,7 @@ class LiteralParser {
       PyValue key = parse_value(depth + 1);
       expect(':', "':' after a dict key");
       PyValue value = parse_value(depth + 1);
-      v.entries.emplace_back(std::move(key), std::move(value));
+      v.entries.push_back({std::move(key), std::move(value)});
       skip_space();
       if (at(',')) {
         ++pos_;
