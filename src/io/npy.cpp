@@ -20,6 +20,7 @@
 
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "input_file.hpp"
 
 namespace fp4emu::io {
@@ -63,23 +64,6 @@ std::string_view write_descr(DType dtype) {
   return "?";
 }
 
-// Shows untrusted bytes in a message: printable ASCII as is, the rest as \xNN.
-std::string printable(std::string_view s, size_t max_len = 48) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c >= 0x20 && c < 0x7F) {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (s.size() > max_len) out += "...";
-  return out;
-}
-
 // ---- the header: a restricted Python literal ---------------------------------
 // numpy parses the header with ast.literal_eval. We accept the subset that
 // can appear in one: dicts, tuples, lists, strings, integers, True/False/None.
@@ -112,7 +96,7 @@ std::string shorten(std::string s, size_t max_len) {
 
 std::string repr(const PyValue& v) {
   switch (v.kind) {
-    case PyValue::Kind::str: return fmt::format("'{}'", printable(v.str));
+    case PyValue::Kind::str: return fmt::format("'{}'", printable(v.str, 48));
     case PyValue::Kind::integer: return std::to_string(v.integer);
     case PyValue::Kind::boolean: return v.boolean ? "True" : "False";
     case PyValue::Kind::none: return "None";

@@ -7,6 +7,7 @@
 
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "input_file.hpp"
 
 namespace fp4emu::io {
@@ -55,7 +56,7 @@ std::string name_list(const TensorFile& file) {
   const auto& ts = file.tensors();
   std::string s;
   for (size_t i = 0; i < ts.size() && i < kShown; ++i) {
-    s += (i ? ", " : "") + ts[i].name;
+    s += (i ? ", " : "") + printable(ts[i].name, 80);
   }
   if (ts.size() > kShown) s += fmt::format(", ... ({} more)", ts.size() - kShown);
   return s;
@@ -168,7 +169,7 @@ std::vector<size_t> select_tensors(const TensorFile& file, std::span<const std::
       throw InputError(fmt::format(
           "'{}': {} '{}'; the file has {} tensor{}: {} (`fp4emu inspect {}` lists them all)",
           file.file(), is_glob(pattern) ? "no tensor matches --tensor" : "no tensor named",
-          pattern, ts.size(), ts.size() == 1 ? "" : "s", ts.empty() ? "none" : name_list(file),
+          printable(pattern), ts.size(), ts.size() == 1 ? "" : "s", ts.empty() ? "none" : name_list(file),
           file.file()));
     }
   }
