@@ -11,6 +11,10 @@ packages=(
   libmpfr-dev libgmp-dev
   python3 python3-numpy
   python3-matplotlib python3-nbconvert jupyter-nbconvert python3-ipykernel
+  # Checked builds (tools/test.sh): clang with its sanitizer and libFuzzer
+  # runtimes, LLVM's OpenMP with the archer tool for ThreadSanitizer, and the
+  # symbolizer for readable sanitizer stacks.
+  clang libclang-rt-14-dev libomp-14-dev llvm
 )
 
 missing=()

@@ -1,11 +1,130 @@
 #!/usr/bin/env bash
-# Installs, builds and runs the test suite. `tools/test.sh --long` adds the
-# exhaustive tests labelled `long` (all 2^32 fp32 inputs, hours on 2 cores).
+# Installs, builds and runs the test suite; see usage() or the README's
+# "Testing" section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/build.sh
-if [ "${1:-}" = "--long" ]; then
-  ctest --test-dir build --output-on-failure -j"$(nproc)"
-else
-  ctest --test-dir build --output-on-failure -j"$(nproc)" -LE long
+
+usage() {
+  cat <<'EOF'
+Usage: tools/test.sh [--long] [--sanitize] [--fuzz SECONDS] [--help]
+
+Installs the Debian packages (tools/install-deps.sh), builds into build/ and
+runs the default test suite (ctest, label `long` excluded). Then, when clang
+is installed, builds the libFuzzer harnesses of fuzz/ (ASan + UBSan, in
+build-fuzzers/) and runs each for 60 seconds.
+
+  --long          also run the tests labelled `long` (every fp32 input: hours)
+  --sanitize      also build the default suite with AddressSanitizer +
+                  UndefinedBehaviorSanitizer (-fno-sanitize-recover=all) in
+                  build-asan/ and run it, then build it with ThreadSanitizer
+                  (clang, libomp with its archer tool) in build-tsan/ and run
+                  the multi-threaded tests (fast path driver, SIMD, GEMM,
+                  golden fast path)
+  --fuzz SECONDS  fuzz each harness for SECONDS instead of 60; 0 skips fuzzing
+  -h, --help      show this help
+
+Fuzzing keeps its growing corpus in build-fuzzers/corpus/<harness>/ (seeded
+from fuzz/corpus/<harness>/); a crashing input is saved in
+build-fuzzers/findings/ and fails the run.
+EOF
+}
+
+long=0
+sanitize=0
+fuzz_seconds=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --long) long=1 ;;
+    --sanitize) sanitize=1 ;;
+    --fuzz)
+      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
+        echo "tools/test.sh: --fuzz needs a whole number of seconds, e.g. --fuzz 600" >&2
+        exit 2
+      fi
+      fuzz_seconds=$2
+      shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "tools/test.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+jobs=$(nproc)
+label_filter=(-LE long)
+if [ "$long" = 1 ]; then label_filter=(); fi
+have_clang=0
+if command -v clang++ >/dev/null && command -v clang >/dev/null; then have_clang=1; fi
+
+# Times each step, so the README's runtimes can be checked on any machine.
+step() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  echo "== $name"
+  "$@"
+  echo "== $name: $((SECONDS - start)) s"
+}
+
+clang_compilers=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
+
+# A build tree of its own for each checked build; only the targets it runs.
+build_checked() {
+  local dir=$1 targets=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DFP4EMU_BUILD_BENCH=OFF "$@" >/dev/null
+  # shellcheck disable=SC2086
+  cmake --build "$dir" -j"$jobs" ${targets:+--target $targets}
+}
+
+# Default suite.
+step "build" tools/build.sh
+step "tests" ctest --test-dir build --output-on-failure -j"$jobs" "${label_filter[@]}"
+
+if [ "$sanitize" = 1 ]; then
+  # clang when present (it also checks that the project builds with clang),
+  # else GCC, which has ASan and UBSan too.
+  asan_compilers=()
+  if [ "$have_clang" = 1 ]; then asan_compilers=("${clang_compilers[@]}"); fi
+  step "asan+ubsan build" build_checked build-asan "" "${asan_compilers[@]}" -DFP4EMU_SANITIZE=address,undefined
+  step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
+    UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" "${label_filter[@]}"
+
+  if [ "$have_clang" = 1 ]; then
+    # Debian's clang links OpenMP programs with LLVM's libomp; its archer tool
+    # tells TSan about OpenMP's barriers and tasks (no false reports).
+    archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
+    step "tsan build" build_checked build-tsan "fp4emu_tests fp4emu_cli" "${clang_compilers[@]}" \
+      -DFP4EMU_SANITIZE=thread
+    step "tsan tests" env OMP_TOOL_LIBRARIES="$archer" OMP_NUM_THREADS=4 \
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE long \
+      -R '^(Driver|GemmFast|GemmSimd|GemmCli|SimdCli|SimdDispatch|GoldenFastPath)\.|SimdVsReference'
+  else
+    echo "tools/test.sh: clang is not installed: ThreadSanitizer run skipped (tools/install-deps.sh installs it)" >&2
+  fi
 fi
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  if [ "$have_clang" = 0 ]; then
+    echo "tools/test.sh: clang is not installed: fuzzing skipped" >&2
+  else
+    harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
+    step "fuzzer build" build_checked build-fuzzers "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
+      -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON -DFP4EMU_BUILD_TESTS=OFF
+    mkdir -p build-fuzzers/findings
+    for name in $harnesses; do
+      [ -x "build-fuzzers/fuzz/fuzz_$name" ] || continue  # a harness whose reader is not built yet
+      mkdir -p "build-fuzzers/corpus/$name"
+      # -max_len: the seeds are a few KB; the deep-nesting reproducers are
+      # replayed whole by the corpus test, not grown by the fuzzer.
+      step "fuzz $name (${fuzz_seconds} s)" "build-fuzzers/fuzz/fuzz_$name" \
+        -max_total_time="$fuzz_seconds" -max_len=16384 -timeout=25 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="build-fuzzers/findings/$name-" \
+        "build-fuzzers/corpus/$name" "fuzz/corpus/$name" \
+        || { echo "tools/test.sh: fuzz_$name found an input that fails (build-fuzzers/findings/$name-*);" \
+                  "fix the reader and add the input to fuzz/corpus/$name/" >&2; exit 1; }
+    done
+  fi
+fi
+echo "tools/test.sh: all passed"
