@@ -151,7 +151,7 @@ constexpr std::string_view kFont[95] = {
 
 constexpr int kGlyphW = 5, kGlyphH = 7, kAdvance = 6;  // one pixel between glyphs
 
-const Rgb kWhite{255, 255, 255}, kBlack{0, 0, 0}, kGrey{128, 128, 128}, kNoData{217, 217, 217};
+const Rgb kBlack{0, 0, 0}, kGrey{128, 128, 128}, kNoData{217, 217, 217};
 
 class Canvas {
  public:
