@@ -32,6 +32,8 @@ namespace {
 
 using testing::same_bits;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// The canonical NaN of NVIDIA GPUs (CUDA's CUDART_NAN_F), written out here.
+const float kGemmNaN = std::bit_cast<float>(0x7FFFFFFFu);
 
 // ---------------------------------------------------------------------------
 // Oracle: exact element values from the packed bytes (spec tables only).
@@ -123,9 +125,13 @@ class Mpfr {
 
 // Σ a[k]·b[k] over [k0, k1), IEEE specials as in the elementwise products,
 // rounded once to fp32 by MPFR (correct rounding, subnormals, overflow).
+// The sum starts at −0, the identity of IEEE addition, and MPFR adds with
+// IEEE's signs of zero (mpfr_add: +0 unless both are −0, in RNDN), so an
+// exact zero is −0 only when every product is −0.
 float mpfr_dot(const ExactMatrix& a, int64_t i, const ExactMatrix& b, int64_t j, int64_t k0, int64_t k1) {
   bool nan = false, pinf = false, ninf = false;
   Mpfr sum(2048), prod(128);
+  mpfr_set_zero(sum.get(), -1);
   for (int64_t kk = k0; kk < k1; ++kk) {
     const double x = a.at(i, kk), y = b.at(j, kk);
     if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) {
@@ -245,8 +251,9 @@ void expect_models_match_oracle(const GemmOperand& a, const GemmOperand& b, cons
         for (int64_t j = 0; j < eb.rows; ++j) {
           float want = oracle_model(mc.model, ea, i, eb, j, block, mc.blocks_per_step);
           if (epilogue) want = *epilogue * want;
+          if (std::isnan(want)) want = kGemmNaN;  // docs/gemm.md "NaN": one NaN, 0x7fffffff
           const float got = c.data[i * eb.rows + j];
-          if (!same_bits(got, want) && ++failures <= 3)
+          if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && ++failures <= 3)
             ADD_FAILURE() << what << " model " << to_string(mc.model) << " x" << mc.blocks_per_step
                           << (impl == GemmImpl::simd ? " simd" : " scalar") << " C[" << i << "," << j
                           << "] = " << got << " (" << std::hexfloat << got << "), oracle " << want
@@ -345,6 +352,19 @@ TEST(GemmExactSum, ScaledInt64AndSpecials) {
   EXPECT_EQ(std::bit_cast<uint32_t>(s.round_to_fp32()), 0u);  // exact cancellation: +0
   s.add(-1, -400 + 80);
   EXPECT_EQ(std::bit_cast<uint32_t>(s.round_to_fp32()), 0x80000000u);  // negative underflow: -0
+  // IEEE 754 §6.3 over many addends: −0 only when every addend is −0.
+  gemm_detail::ExactSum z;
+  z.add_zero(true);
+  z.add_zero(true);
+  EXPECT_EQ(std::bit_cast<uint32_t>(z.round_to_fp32()), 0x80000000u);
+  z.add_zero(false);
+  EXPECT_EQ(std::bit_cast<uint32_t>(z.round_to_fp32()), 0u);
+  z.clear();
+  z.add_zero(true);
+  z.add(3, 0);
+  z.add(-3, 0);
+  z.add_zero(true);
+  EXPECT_EQ(std::bit_cast<uint32_t>(z.round_to_fp32()), 0u);  // a cancelled pair is not −0
   s.add_inf(false);
   EXPECT_EQ(s.round_to_fp32(), std::numeric_limits<float>::infinity());
   s.add_inf(true);
@@ -510,6 +530,166 @@ TEST(GemmModels, EveryPackingReadsTheSameValues) {
   o.axis = 0;
   const PackedTensor b = quantize(random_tensor({128, 4}, rng), o);
   check_packed_pair(a, b, "hif4 msb_first");
+}
+
+// ---------------------------------------------------------------------------
+// Sign of zero and NaN bits (docs/gemm.md "Sign of zero", "NaN").
+
+TEST(GemmSignOfZero, RandomCodesUnderflowingIntoNegativeZeroCodes) {
+  // MXFP4 random codes (1 in 16 is 0x8 = −0) under the smallest scales:
+  // every product underflows fp32, so fma_fp32's chain is a run of ±0 whose
+  // sign depends on each −0 element (CUTLASS's a' = fp32(a)·fp32(sf) keeps
+  // it). The oracle decodes 0x8 as −0 from the spec table.
+  std::mt19937_64 rng(21);
+  int negative_zeros = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const PackedTensor a = crafted("mxfp4.ocp", {8, 67}, 1, 0, 24, rng);
+    const PackedTensor b = crafted("mxfp4.ocp", {67, 9}, 0, 0, 24, rng);
+    check_packed_pair(a, b, "mxfp4 tiny scales");
+    GemmOptions o;
+    o.model = GemmModel::fma_fp32;
+    for (float v : gemm(a, b, o).data) negative_zeros += std::bit_cast<uint32_t>(v) == 0x80000000u;
+  }
+  EXPECT_GT(negative_zeros, 20);  // the case does probe −0 results
+}
+
+TEST(GemmSignOfZero, AllNegativeZeroProducts) {
+  // Row 0 of A holds only −0 (code 0x8) and +0 codes, row 1 only −0;
+  // columns of B: positive, −0, negative, mixed. Every product of row 1 with
+  // column 0 is −0: `exact` gives −0; block_fp32 and fma_fp32 start from +0
+  // and give +0. Row 0 has +0 products: +0 everywhere.
+  auto packed = [](std::vector<int64_t> shape, int axis) {
+    Tensor t;
+    t.shape = std::move(shape);
+    t.data.assign(t.numel(), 0.0f);
+    QuantOptions o;
+    o.recipe = "mxfp4.ocp";
+    o.axis = axis;
+    return quantize(t, o);
+  };
+  const int64_t k = 70;  // three blocks, the last one partial
+  PackedTensor a = packed({2, k}, 1), b = packed({k, 4}, 0);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    set_element(a, 0, kk, kk % 3 ? 0x8 : 0x0, 120);
+    set_element(a, 1, kk, 0x8, static_cast<uint8_t>(100 + kk % 7));
+    set_element(b, 0, kk, 0x1 + kk % 7, 130);
+    set_element(b, 1, kk, 0x8, 127);
+    set_element(b, 2, kk, 0x9 + kk % 7, 140);
+    set_element(b, 3, kk, kk % 2 ? 0x3 : 0x8, 127);
+  }
+  check_packed_pair(a, b, "all −0 products");
+  for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
+    GemmOptions o;
+    o.impl = impl;
+    o.model = GemmModel::exact;
+    const std::vector<uint32_t> exact_bits = {0, 0, 0, 0, 0x80000000u, 0, 0, 0};
+    const Tensor c = gemm(a, b, o);
+    for (size_t i = 0; i < c.data.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(c.data[i]), exact_bits[i]) << i;
+    // A negative alpha flips the sign of every zero.
+    o.alpha = -2.0f;
+    EXPECT_EQ(std::bit_cast<uint32_t>(gemm(a, b, o).data[4]), 0u);
+    EXPECT_EQ(std::bit_cast<uint32_t>(gemm(a, b, o).data[0]), 0x80000000u);
+    o.alpha.reset();
+    for (GemmModel m : {GemmModel::block_fp32, GemmModel::fma_fp32}) {
+      o.model = m;
+      for (float v : gemm(a, b, o).data) EXPECT_EQ(std::bit_cast<uint32_t>(v), 0u) << to_string(m);
+    }
+  }
+}
+
+TEST(GemmSignOfZero, DenseNegativeZerosAndRecipeDecoders) {
+  // A dense −0 is −0; a recipe whose decoder reads code 0x8 as +0 (ggml's
+  // integer table kvalues_mxfp4) gives +0 products.
+  Tensor x;
+  x.shape = {2, 32};
+  x.data.assign(64, -0.0f);
+  x.data[32] = 0.0f;
+  Tensor y;
+  y.shape = {32, 1};
+  y.data.assign(32, 1.5f);
+  QuantOptions o;
+  o.recipe = "mxfp4.ocp";
+  o.axis = 0;
+  const PackedTensor w = quantize(y, o);
+  expect_models_match_oracle(x, w, dense_values(x, false), oracle_values(w), 32, std::nullopt, std::nullopt,
+                             "dense −0");
+  GemmOptions g;
+  const Tensor c = gemm(x, w, g);
+  EXPECT_EQ(std::bit_cast<uint32_t>(c.data[0]), 0x80000000u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(c.data[1]), 0u);  // row 1 has one +0
+
+  Tensor z;
+  z.shape = {1, 32};
+  z.data.assign(32, 0.0f);
+  o.axis = 1;
+  for (const char* recipe : {"mxfp4.ocp", "mxfp4.ggml"}) {
+    o.recipe = recipe;
+    PackedTensor za = quantize(z, o);
+    for (int64_t kk = 0; kk < 32; ++kk) set_element(za, 0, kk, 0x8, 127);
+    for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
+      g.impl = impl;
+      const float v = gemm(za, w, g).data[0];
+      EXPECT_EQ(std::bit_cast<uint32_t>(v), std::string(recipe) == "mxfp4.ggml" ? 0u : 0x80000000u) << recipe;
+    }
+  }
+}
+
+TEST(GemmNaN, EveryModelWritesTheCanonicalNaN) {
+  // NaNs made four ways: a NaN scale (E8M0 0xFF), Inf·0 and Inf − Inf with
+  // dense infinities, a dense NaN input with a payload and its sign set, and
+  // MXFP4 elements beyond fp32 range (6·2^127·2 = Inf in fma_fp32) meeting
+  // their negatives. Every NaN is 0x7fffffff, in every model and impl.
+  Tensor x;
+  x.shape = {4, 32};
+  x.data.assign(128, 1.0f);
+  x.data[0] = std::numeric_limits<float>::infinity();              // row 0: Inf·0 with column 0
+  x.data[33] = std::numeric_limits<float>::infinity();             // row 1: Inf − Inf
+  x.data[34] = -std::numeric_limits<float>::infinity();
+  x.data[64] = std::bit_cast<float>(0xFFA00001u);                  // row 2: a signaling NaN, sign set
+  x.data[96] = std::bit_cast<float>(0x7FC00123u);                  // row 3: a quiet NaN with a payload
+  Tensor y;
+  y.shape = {32, 2};
+  y.data.assign(64, 1.0f);
+  y.data[0] = 0.0f;
+  QuantOptions o;
+  o.recipe = "mxfp4.ocp";
+  o.axis = 0;
+  PackedTensor w = quantize(y, o);
+  w.scales[1] = 0xFF;  // column 1: a NaN block
+  int nans = 0;
+  for (GemmModel m : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast})
+    for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
+      GemmOptions g;
+      g.model = m;
+      g.impl = impl;
+      for (float v : gemm(x, w, g).data)
+        if (std::isnan(v)) {
+          ++nans;
+          EXPECT_EQ(std::bit_cast<uint32_t>(v), kGemmNaNBits) << to_string(m);
+        }
+    }
+  EXPECT_EQ(nans, 8 * 8);  // column 1 (4 rows) and rows 0..3 of column 0
+  // Packed × packed: MXFP4 elements ±6·2^127 (scale byte 0xFE) are ±Inf as
+  // fp32 operands of fma_fp32, then Inf − Inf.
+  Tensor zeros;
+  zeros.shape = {1, 32};
+  zeros.data.assign(32, 0.0f);
+  o.axis = 1;
+  PackedTensor pa = quantize(zeros, o);
+  set_element(pa, 0, 0, 0x7, 0xFE);
+  set_element(pa, 0, 1, 0xF, 0xFE);
+  zeros.shape = {32, 1};
+  o.axis = 0;
+  PackedTensor pb = quantize(zeros, o);
+  set_element(pb, 0, 0, 0x7, 127);
+  set_element(pb, 0, 1, 0x7, 127);
+  check_packed_pair(pa, pb, "Inf − Inf");
+  for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
+    GemmOptions g;
+    g.model = GemmModel::fma_fp32;
+    g.impl = impl;
+    EXPECT_EQ(std::bit_cast<uint32_t>(gemm(pa, pb, g).data[0]), kGemmNaNBits);
+  }
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ bool any_below(const Limbs& x, int pos) {
 }  // namespace
 
 void ExactSum::add(int64_t m, int e) {
+  zero_sign_ = ZeroSign::positive;
   if (m == 0) return;
   assert(e >= kLsb && e <= kMaxTermExponent);
   const uint64_t mag = m < 0 ? uint64_t{0} - static_cast<uint64_t>(m) : static_cast<uint64_t>(m);
@@ -55,6 +56,7 @@ void ExactSum::clear() {
   pos_.fill(0);
   neg_.fill(0);
   nan_ = pos_inf_ = neg_inf_ = false;
+  zero_sign_ = ZeroSign::no_addend;
 }
 
 float ExactSum::round_to_fp32() const {
@@ -66,7 +68,7 @@ float ExactSum::round_to_fp32() const {
   int cmp = 0;
   for (int i = kLimbs - 1; i >= 0 && cmp == 0; --i)
     if (pos_[i] != neg_[i]) cmp = pos_[i] > neg_[i] ? 1 : -1;
-  if (cmp == 0) return 0.0f;
+  if (cmp == 0) return zero_sign_ == ZeroSign::negative ? -0.0f : 0.0f;
   const bool negative = cmp < 0;
   const Limbs& big = negative ? neg_ : pos_;
   const Limbs& small = negative ? pos_ : neg_;

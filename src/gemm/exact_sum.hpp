@@ -18,21 +18,29 @@ class ExactSum {
   static constexpr int kLimbs = 12;   // 768 bits
   static constexpr int kMaxTermExponent = kLsb + 64 * (kLimbs - 2);  // e of a term m·2^e, m < 2^63
 
-  // Adds m·2^e exactly. Requires |m| < 2^63 and kLsb <= e <= kMaxTermExponent.
+  // Adds m·2^e exactly (m = 0 is a +0 addend). Requires |m| < 2^63 and
+  // kLsb <= e <= kMaxTermExponent.
   void add(int64_t m, int e);
+  // A signed zero addend: it matters only to the sign of an exact zero sum.
+  void add_zero(bool negative) {
+    if (!negative) zero_sign_ = ZeroSign::positive;
+    else if (zero_sign_ == ZeroSign::no_addend) zero_sign_ = ZeroSign::negative;
+  }
   // IEEE specials: a NaN term, or an infinite one (Inf·0 is the caller's NaN).
   void add_nan() { nan_ = true; }
   void add_inf(bool negative) { (negative ? neg_inf_ : pos_inf_) = true; }
   void clear();
 
   // The sum rounded once to fp32, RNE, with subnormals and overflow to ±Inf.
-  // NaN if a term was NaN or both infinities occurred; an exact zero is +0
-  // (what an fp32 accumulator started at +0 gives).
+  // NaN if a term was NaN or both infinities occurred. An exact zero is +0,
+  // or −0 when every addend was −0: IEEE 754 §6.3 (x + y = +0 under RNE
+  // unless both are −0) over all the addends. The sum of no addend is +0.
   float round_to_fp32() const;
 
  private:
   std::array<uint64_t, kLimbs> pos_{}, neg_{};
   bool nan_ = false, pos_inf_ = false, neg_inf_ = false;
+  enum class ZeroSign : uint8_t { no_addend, negative, positive } zero_sign_ = ZeroSign::no_addend;
 };
 
 // m·2^e rounded once to fp32 (RNE, subnormals, overflow). Any int64 m,

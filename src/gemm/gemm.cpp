@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <bit>
+#include <cmath>
+
 #include "fp4emu/error.hpp"
 #include "models.hpp"
 
@@ -130,6 +133,11 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   // Epilogue: one fp32 multiply by alpha' (nvfp4.md §7.3).
   if (const std::optional<float> alpha = gemm_alpha(a_in, b_in, options.alpha))
     for (float& v : c.data) v = *alpha * v;
+  // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
+  // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose.
+  const float nan = std::bit_cast<float>(kGemmNaNBits);
+  for (float& v : c.data)
+    if (std::isnan(v)) v = nan;
   return c;
 }
 

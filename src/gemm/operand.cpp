@@ -26,27 +26,45 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 // Which axis of each operand is k (gemm.hpp).
 int k_axis(Side side) { return side == Side::a ? 1 : 0; }
 
-// Unit (value of N = 1) of every scale byte, from the recipe's reference
-// decoder: a block of element code 0x1 (E2M1 0.5 = N 1; S1P2 0.25 = N 1) with
-// that scale byte and, for HiF4, no L2/L3 bits. NVFP4 decodes with S_dec = 1:
-// the per-tensor scale is applied once after accumulation (gemm_alpha).
+// Element values as the recipe's reference block decoder gives them: the
+// value of `code` in every lane of a block with scale byte `byte` (HiF4: no
+// L2/L3 bits). NVFP4 decodes with S_dec = 1: the per-tensor scale is applied
+// once after accumulation (gemm_alpha).
+float decode_element(const Recipe& recipe, const PackedTensor& p, uint8_t byte, uint8_t code) {
+  std::array<uint8_t, 64> codes;
+  codes.fill(code);
+  std::array<float, 64> out{};
+  switch (recipe.format) {
+    case Format::mxfp4: reference::mxfp4_decode_block(recipe, byte, codes.data(), out.data()); break;
+    case Format::nvfp4:
+      reference::nvfp4_decode_block(recipe, reference::NvTensorScale{p.global_amax, 1.0f, 1.0f}, byte, codes.data(),
+                                    out.data());
+      break;
+    case Format::hif4: reference::hif4_decode_block(recipe, byte, codes.data(), out.data()); break;
+  }
+  return out[0];
+}
+
+// Unit (value of N = 1) of every scale byte: element code 0x1 (E2M1 0.5 =
+// N 1; S1P2 0.25 = N 1) decoded with that byte.
 std::array<float, 256> unit_table(const Recipe& recipe, const PackedTensor& p) {
   std::array<float, 256> table{};
-  std::array<uint8_t, 64> codes;
-  codes.fill(0x1);
-  std::array<float, 64> out{};
-  for (int c = 0; c < 256; ++c) {
-    const auto byte = static_cast<uint8_t>(c);
-    switch (recipe.format) {
-      case Format::mxfp4: reference::mxfp4_decode_block(recipe, byte, codes.data(), out.data()); break;
-      case Format::nvfp4:
-        reference::nvfp4_decode_block(recipe, reference::NvTensorScale{p.global_amax, 1.0f, 1.0f}, byte,
-                                      codes.data(), out.data());
-        break;
-      case Format::hif4: reference::hif4_decode_block(recipe, byte, codes.data(), out.data()); break;
-    }
-    table[c] = out[0];
-  }
+  for (int c = 0; c < 256; ++c) table[c] = decode_element(recipe, p, static_cast<uint8_t>(c), 0x1);
+  return table;
+}
+
+// Which zero codes are −0: E2M1 and S1P2 code 0x8 is −0 (CUTLASS's
+// float_e2m1_t keeps it, docs/gemm.md), unless the recipe's decoder makes it
+// +0 (ggml's integer value tables). Read under a scale byte of finite
+// nonzero unit, so the sign is the code's own.
+std::array<uint8_t, 16> negative_zero_codes(const Recipe& recipe, const PackedTensor& p,
+                                            const std::array<float, 256>& units,
+                                            const std::array<int8_t, 16>& integers) {
+  std::array<uint8_t, 16> table{};
+  int byte = 0;
+  while (byte < 255 && !(std::isfinite(units[byte]) && units[byte] != 0.0f)) ++byte;
+  for (uint8_t c = 0; c < 16; ++c)
+    if (integers[c] == 0) table[c] = std::signbit(decode_element(recipe, p, static_cast<uint8_t>(byte), c));
   return table;
 }
 
@@ -123,9 +141,11 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side) {
 
   const std::array<float, 256> units = unit_table(*recipe, p);
   const std::array<int8_t, 16> integers = integer_table(p.format);
+  const std::array<uint8_t, 16> negative_zero = negative_zero_codes(*recipe, p, units, integers);
   const int scale_bytes = scale_bytes_per_block(p.format);
 
   o.n.assign(o.rows * o.kpad, 0);
+  o.sign.assign(o.rows * o.kpad, 0);
   o.unit.resize(o.rows * o.blocks);
   o.unit_m.resize(o.rows * o.blocks);
   o.unit_e.resize(o.rows * o.blocks);
@@ -154,6 +174,9 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side) {
       const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
       const uint8_t* block_codes = codes.data() + b * o.block;
       int8_t* block_n = row_n + b * o.block;
+      uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
+      for (int j = 0; j < count; ++j)
+        block_sign[j] = static_cast<uint8_t>(integers[block_codes[j]] < 0 || negative_zero[block_codes[j]]);
       if (p.format != Format::hif4) {
         for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
       } else {
@@ -212,9 +235,20 @@ std::vector<float> to_fp32_rows(const Operand& o) {
       // element_fp32, a block at a time
       const float u = p.unit[p.block_index(r, b)];
       const int64_t k0 = b * p.block, k1 = std::min(p.k, k0 + p.block);
-      for (int64_t kk = k0; kk < k1; ++kk) out[r * p.k + kk] = static_cast<float>(p.n[r * p.kpad + kk]) * u;
+      for (int64_t kk = k0; kk < k1; ++kk) out[r * p.k + kk] = element_integer_fp32(p, r * p.kpad + kk) * u;
     }
   return out;
+}
+
+bool every_product_negative_zero(const PackedOperand& a, int64_t i, const PackedOperand& b, int64_t j) {
+  const auto is_zero = [](const PackedOperand& p, int64_t r, int64_t kk) {
+    return p.n[r * p.kpad + kk] == 0 || p.unit_m[p.block_index(r, kk / p.block)] == 0;
+  };
+  for (int64_t kk = 0; kk < a.k; ++kk) {
+    const bool zero = is_zero(a, i, kk) || is_zero(b, j, kk);
+    if (!zero || a.sign[i * a.kpad + kk] == b.sign[j * b.kpad + kk]) return false;
+  }
+  return true;
 }
 
 }  // namespace fp4emu::gemm_detail

@@ -6,6 +6,7 @@
 // (gemm.hpp). Units come from the recipe's own reference block decoder, so
 // every recipe quirk (ggml's 0xFF and 0x7F, V12's power-of-two byte) is read
 // from one place; the integers come from the element codecs.
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,9 @@ struct PackedOperand {
   int block = 0;
   int64_t blocks = 0;  // kpad / block
   std::vector<int8_t> n;       // rows × kpad integers, 0 beyond k
+  // rows × kpad: the sign bit of each element's value, 1 for N < 0 and for
+  // −0 (E2M1/S1P2 code 0x8 where the recipe's decoder keeps the sign)
+  std::vector<uint8_t> sign;
   std::vector<float> unit;     // rows × blocks; NaN marks a NaN block
   std::vector<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
   std::vector<int16_t> unit_e;
@@ -63,13 +67,26 @@ struct Operand {
 };
 Operand make_operand(const GemmOperand& op, Side side);
 
+// N of element `index` (row · kpad + k) as an fp32 value with its sign: −0
+// for a −0 code, so that N·unit keeps it (CUTLASS: fp32(a)·fp32(sf) of
+// float_e2m1_t −0 is −0).
+inline float element_integer_fp32(const PackedOperand& p, int64_t index) {
+  const float n = static_cast<float>(p.n[index]);
+  return p.sign[index] ? -std::fabs(n) : n;
+}
+
 // fp32 value of element kk of row r: fp32(N·unit) for packed operands (one
 // rounding; only an MXFP4 element beyond fp32 range rounds, to ±Inf).
 inline float element_fp32(const Operand& o, int64_t r, int64_t kk) {
   if (!o.is_packed) return o.dense.values[r * o.dense.k + kk];
   const PackedOperand& p = o.packed;
-  return static_cast<float>(p.n[r * p.kpad + kk]) * p.unit[p.block_index(r, kk / p.block)];
+  return element_integer_fp32(p, r * p.kpad + kk) * p.unit[p.block_index(r, kk / p.block)];
 }
+
+// True when every product a_k·b_k of row i of A and column j of B is −0 (a
+// zero factor, and the signs differ): the only case where an exact sum is −0
+// (IEEE 754 §6.3; docs/gemm.md "Sign of zero").
+bool every_product_negative_zero(const PackedOperand& a, int64_t i, const PackedOperand& b, int64_t j);
 
 // Rows of fp32 values (element_fp32), row-major rows × k: the operands of the
 // fma_fp32 and fast models.

@@ -15,7 +15,7 @@ namespace {
 // (mxfp4.md §7.4: a NaN scale poisons its products).
 struct ExactElement {
   enum Kind : uint8_t { finite, nan, inf } kind = finite;
-  bool negative = false;  // for inf
+  bool negative = false;  // the sign bit (for zeros too)
   Dyadic v;
 };
 
@@ -29,31 +29,32 @@ ExactElement element_exact(const Operand& o, int64_t r, int64_t kk) {
       return x;
     }
     x.v = {int64_t{p.n[r * p.kpad + kk]} * p.unit_m[blk], p.unit_e[blk]};
+    x.negative = p.sign[r * p.kpad + kk] != 0;
     return x;
   }
   const float f = o.dense.values[r * o.dense.k + kk];
+  x.negative = std::signbit(f);
   if (std::isnan(f)) {
     x.kind = ExactElement::nan;
   } else if (std::isinf(f)) {
     x.kind = ExactElement::inf;
-    x.negative = f < 0;
   } else {
     x.v = split_fp32(f);
   }
   return x;
 }
 
-// s += a·b exactly, with IEEE's rules for specials (Inf·0 = NaN).
+// s += a·b exactly, with IEEE's rules for specials (Inf·0 = NaN) and for the
+// sign of a zero product (the signs' exclusive or).
 void add_product(ExactSum& s, const ExactElement& a, const ExactElement& b) {
   if (a.kind == ExactElement::nan || b.kind == ExactElement::nan) return s.add_nan();
   if (a.kind == ExactElement::inf || b.kind == ExactElement::inf) {
     const bool a_zero = a.kind == ExactElement::finite && a.v.m == 0;
     const bool b_zero = b.kind == ExactElement::finite && b.v.m == 0;
     if (a_zero || b_zero) return s.add_nan();
-    const bool a_neg = a.kind == ExactElement::inf ? a.negative : a.v.m < 0;
-    const bool b_neg = b.kind == ExactElement::inf ? b.negative : b.v.m < 0;
-    return s.add_inf(a_neg != b_neg);
+    return s.add_inf(a.negative != b.negative);
   }
+  if (a.v.m == 0 || b.v.m == 0) return s.add_zero(a.negative != b.negative);
   s.add(a.v.m * b.v.m, a.v.e + b.v.e);
 }
 
@@ -74,7 +75,7 @@ float block_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j, i
     for (int64_t kk = k0; kk < std::min(k, k0 + step); ++kk)
       add_product(s, element_exact(a, i, kk), element_exact(b, j, kk));
     const float q = s.round_to_fp32();  // the step's exact sum, rounded once
-    acc = acc + q;                      // one fp32 add, RNE
+    acc = acc + q;  // one fp32 add, RNE; from +0, a zero step (±0) leaves +0
   }
   return acc;
 }

@@ -280,6 +280,14 @@ RowFacts row_facts(const PackedOperand& p) {
   return f;
 }
 
+// The integer dot products carry no sign of zero: an `exact` result +0 is
+// −0 when every element product is −0 (then the sum is exactly zero).
+// block_fp32 needs no such step: its accumulator starts at +0.
+float exact_zero_sign(float r, const PackedOperand& a, int64_t i, const PackedOperand& b, int64_t j) {
+  if (r == 0.0f && !std::signbit(r) && every_product_negative_zero(a, i, b, j)) return -0.0f;
+  return r;
+}
+
 // exact and block_fp32 from one output's block dot products (dots[kb] at
 // stride `stride`), the steps of reference.cpp on whole blocks: block kb
 // contributes t·2^e, t = d·m_a·m_b (|t| < 2^24), e = e_a + e_b.
@@ -303,12 +311,13 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
         if (am[kb] == 0 || bm[kb] == 0) continue;  // zero unit: no exponent
         sum += (int64_t{dots[kb * stride]} * am[kb] * bm[kb]) << (ae[kb] + be[kb] - base);
       }
-      return round_scaled_to_fp32(sum, base);
+      return exact_zero_sign(round_scaled_to_fp32(sum, base), a, i, b, j);
     }
   }
   for (int64_t kb = 0; kb < blocks; ++kb)
     terms[kb] = {int64_t{dots[kb * stride]} * am[kb] * bm[kb], ae[kb] + be[kb]};
-  if (model == GemmModel::exact) return sum_terms_to_fp32(terms.data(), static_cast<int>(blocks));
+  if (model == GemmModel::exact)
+    return exact_zero_sign(sum_terms_to_fp32(terms.data(), static_cast<int>(blocks)), a, i, b, j);
   float acc = 0.0f;
   for (int64_t k0 = 0; k0 < blocks; k0 += blocks_per_step) {
     const int64_t k1 = std::min(blocks, k0 + blocks_per_step);

@@ -73,6 +73,11 @@ class GemmOperand {
   const Tensor* dense_ = nullptr;
 };
 
+// The bits of every NaN in C, whatever made it (a NaN scale or input, Inf·0,
+// Inf − Inf): the canonical fp32 NaN of NVIDIA GPUs (CUDA's CUDART_NAN_F),
+// the NaN a tensor-core kernel writes (docs/gemm.md "NaN").
+inline constexpr uint32_t kGemmNaNBits = 0x7FFFFFFFu;
+
 // C (m×n, fp32). Throws InputError naming the operand, field and fix for
 // shapes that do not chain, operands not blocked along k, formats that differ,
 // damaged packed metadata, bad options.
