@@ -11,7 +11,7 @@ Usage: tools/test.sh [--long] [--sanitize] [--fuzz SECONDS] [--help]
 Installs the Debian packages (tools/install-deps.sh), builds into build/ and
 runs the default test suite (ctest, label `long` excluded). Then, when clang
 is installed, builds the libFuzzer harnesses of fuzz/ (ASan + UBSan, in
-build-fuzzers/) and runs each for 60 seconds.
+build-fuzzers/, or build-asan/ with --sanitize) and runs each for 60 seconds.
 
   --long          also run the tests labelled `long` (every fp32 input: hours)
   --sanitize      also build the default suite with AddressSanitizer +
@@ -23,9 +23,9 @@ build-fuzzers/) and runs each for 60 seconds.
   --fuzz SECONDS  fuzz each harness for SECONDS instead of 60; 0 skips fuzzing
   -h, --help      show this help
 
-Fuzzing keeps its growing corpus in build-fuzzers/corpus/<harness>/ (seeded
-from fuzz/corpus/<harness>/); a crashing input is saved in
-build-fuzzers/findings/ and fails the run.
+Fuzzing keeps its growing corpus in <build dir>/corpus/<harness>/ (seeded
+from fuzz/corpus/<harness>/); an input that fails is saved in
+<build dir>/findings/ and fails the run.
 EOF
 }
 
@@ -80,26 +80,35 @@ build_checked() {
 step "build" tools/build.sh
 step "tests" ctest --test-dir build --output-on-failure -j"$jobs" "${label_filter[@]}"
 
+harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
+fuzz_dir=build-fuzzers  # where the fuzz_* programs are built
+
 if [ "$sanitize" = 1 ]; then
   # clang when present (it also checks that the project builds with clang),
-  # else GCC, which has ASan and UBSan too.
-  asan_compilers=()
-  if [ "$have_clang" = 1 ]; then asan_compilers=("${clang_compilers[@]}"); fi
-  step "asan+ubsan build" build_checked build-asan "" "${asan_compilers[@]}" -DFP4EMU_SANITIZE=address,undefined
+  # else GCC, which has ASan and UBSan too. With clang this tree also holds
+  # the fuzzers, so the library is compiled once for both.
+  asan_options=(-DFP4EMU_SANITIZE=address,undefined)
+  if [ "$have_clang" = 1 ]; then
+    asan_options+=("${clang_compilers[@]}" -DFP4EMU_BUILD_FUZZERS=ON)
+    fuzz_dir=build-asan
+  fi
+  step "asan+ubsan build" build_checked build-asan "" "${asan_options[@]}"
   step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" "${label_filter[@]}"
 
   if [ "$have_clang" = 1 ]; then
+    # Only the tests that run OpenMP regions with several threads: the fast
+    # path driver and kernels, the GEMM, the golden generator's fast path.
+    tsan_files='/(simd_quant|quantize_driver|gemm_impl|golden_fastpath)_test\.cpp$'
     # Debian's clang links OpenMP programs with LLVM's libomp; its archer tool
     # tells TSan about OpenMP's barriers and tasks (no false reports).
     archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
     step "tsan build" build_checked build-tsan "fp4emu_tests fp4emu_cli" "${clang_compilers[@]}" \
-      -DFP4EMU_SANITIZE=thread
+      -DFP4EMU_SANITIZE=thread -DFP4EMU_TEST_FILES="$tsan_files"
     step "tsan tests" env OMP_TOOL_LIBRARIES="$archer" OMP_NUM_THREADS=4 \
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE long \
-      -R '^(Driver|GemmFast|GemmSimd|GemmCli|SimdCli|SimdDispatch|GoldenFastPath)\.|SimdVsReference'
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE long -E '^fuzz_corpus_'
   else
     echo "tools/test.sh: clang is not installed: ThreadSanitizer run skipped (tools/install-deps.sh installs it)" >&2
   fi
@@ -109,20 +118,20 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   if [ "$have_clang" = 0 ]; then
     echo "tools/test.sh: clang is not installed: fuzzing skipped" >&2
   else
-    harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
-    step "fuzzer build" build_checked build-fuzzers "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
-      -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON -DFP4EMU_BUILD_TESTS=OFF
-    mkdir -p build-fuzzers/findings
+    if [ "$fuzz_dir" = build-fuzzers ]; then
+      step "fuzzer build" build_checked build-fuzzers "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
+        -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON -DFP4EMU_BUILD_TESTS=OFF
+    fi
+    mkdir -p "$fuzz_dir/findings"
     for name in $harnesses; do
-      [ -x "build-fuzzers/fuzz/fuzz_$name" ] || continue  # a harness whose reader is not built yet
-      mkdir -p "build-fuzzers/corpus/$name"
+      mkdir -p "$fuzz_dir/corpus/$name"
       # -max_len: the seeds are a few KB; the deep-nesting reproducers are
       # replayed whole by the corpus test, not grown by the fuzzer.
-      step "fuzz $name (${fuzz_seconds} s)" "build-fuzzers/fuzz/fuzz_$name" \
+      step "fuzz $name (${fuzz_seconds} s)" "$fuzz_dir/fuzz/fuzz_$name" \
         -max_total_time="$fuzz_seconds" -max_len=16384 -timeout=25 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="build-fuzzers/findings/$name-" \
-        "build-fuzzers/corpus/$name" "fuzz/corpus/$name" \
-        || { echo "tools/test.sh: fuzz_$name found an input that fails (build-fuzzers/findings/$name-*);" \
+        -print_final_stats=1 -artifact_prefix="$fuzz_dir/findings/$name-" \
+        "$fuzz_dir/corpus/$name" "fuzz/corpus/$name" \
+        || { echo "tools/test.sh: fuzz_$name found an input that fails ($fuzz_dir/findings/$name-*);" \
                   "fix the reader and add the input to fuzz/corpus/$name/" >&2; exit 1; }
     done
   fi
