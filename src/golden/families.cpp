@@ -885,6 +885,15 @@ std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& r, int level, uint64_t 
                                    "k with a tail, alpha 0.75"
                                  : "GEMM of quantized Gaussian operands, k with a tail, alpha 0.75",
                        4, 5, 2 * b + 3, true, 0.75f));
+  // Every GEMM case also stores the operand scales in the format's kernel
+  // layout; this one spans two row tiles of it (m = 130 > 128 for
+  // swizzled_128x4, 130 = 8·16 + 2 for hif4_cube) with a block count per row
+  // that is not a multiple of 4, so the layouts' padding is exercised.
+  cases.push_back(make("gemm_layout",
+                       fmt::format("GEMM of quantized Gaussian operands with scales also in the {} layout, A rows "
+                                   "past one tile (m = 130), blocks per row not a multiple of 4",
+                                   random_ok ? "swizzled_128x4" : "hif4_cube"),
+                       130, 9, 5 * b + 3, false, std::nullopt));
   if (level >= 2) {
     cases.push_back(make("gemm_large", "larger GEMM of quantized Gaussian operands, k with a tail, alpha 3", 24, 24,
                          16 * b + 7, false, 3.0f));

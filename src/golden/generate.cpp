@@ -260,7 +260,17 @@ CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, 
 // its manifest entry.
 ojson operand_files(const std::string& side, const PackedTensor& p, std::vector<OutFile>& files) {
   codes_and_scales(side + "_", "operand", p, files);
+  // The scales also in the kernel-ready layout of the format, as GEMM kernels
+  // read them (swizzled_128x4: Blackwell block-scaled MMA; hif4_cube: Ascend).
+  std::vector<std::string> layouts{"linear"};
+  for (StoredScaleLayout l : {StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube}) {
+    if (!layout_applies(l, p.format)) continue;
+    files.push_back(npy_file(fmt::format("{}_scales_{}.npy", side, to_string(l)), "operand",
+                             io::from_u8(stored_scales_shape(p, l), store_scales(p, l))));
+    layouts.emplace_back(to_string(l));
+  }
   ojson o;
+  o["scale_layouts"] = layouts;
   o["shape"] = p.shape;
   o["axis"] = p.axis;
   o["tail"] = "pad";
@@ -320,6 +330,10 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
   meta["alpha"] = c.alpha ? ojson(hex_float(*c.alpha)) : ojson();
   const std::optional<float> used = gemm_alpha(pa, pb, c.alpha);
   meta["alpha_used"] = used ? ojson(hex_float(*used)) : ojson();
+  // alpha' as a file the kernel reads: 1 where nothing multiplies (1·x = x
+  // for every fp32 x, so C is the same either way).
+  const float alpha_file[1] = {used.value_or(1.0f)};
+  files.push_back(npy_file("alpha.npy", "operand", io::from_f32({1}, alpha_file)));
   meta["implementation"] = "scalar";
   meta["expect"] = "output";
 

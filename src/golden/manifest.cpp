@@ -212,8 +212,9 @@ std::optional<Expected> expected_gemm_file(const ManifestCase& c, const std::str
   if (name == "B.npy") return Expected{"input", in, {c.k, c.n}};
   for (const GemmOutput& o : c.outputs)
     if (o.file == name) return Expected{"output", io::DType::f32, {c.m, c.n}};
-  // The packed operands are what the kernel reads; verify never reads them.
+  // The packed operands and alpha' are what the kernel reads; verify never reads them.
   if (name.starts_with("a_") || name.starts_with("b_")) return Expected{"operand", io::DType::u8, {}};
+  if (name == "alpha.npy") return Expected{"operand", io::DType::f32, {1}};
   return std::nullopt;
 }
 
