@@ -839,6 +839,34 @@ TEST(Hif4A6, RhaOverrideOnTies) {
   expect_data_bytes(q.codes, {0xB7, 0x01, 0x12, 0x09, 0xD3, 0x61, 0x21, 0x3C});
 }
 
+// The pto-isa golden takes the code's sign from y = bf16(x * scale) (y < 0),
+// not from x: a negative x whose product underflows to -0 gets code 0x0.
+TEST(Hif4A6, SignComesFromTheBf16Product) {
+  const float bf16_max = std::bit_cast<float>(0x7F7F0000u);
+  const float tiniest = std::bit_cast<float>(0x80010000u);  // -2^-133, the smallest bf16 subnormal
+  // Group 0 holds the maximum (E6M2 saturates to 0xFE, Ea_rec = bf16(1/49152)
+  // ~ 1.34 * 2^-16). Lane 8 (L2 group 1, b = c = 0): y = bf16(-2^-133 * Ea_rec)
+  // ~ -1.34 * 2^-149 -> -0. Lane 12: -1 * Ea_rec is a nonzero negative y that
+  // rounds to magnitude 0 -> 0x8. Lane 16: -0.0 -> 0x0.
+  Block x{};
+  x[0] = bf16_max;
+  x[8] = tiniest;
+  x[12] = -1.0f;
+  x[16] = -0.0f;
+  const Quantized q = run("hif4.a6", x);
+  EXPECT_EQ(q.word & 0xFFu, 0xFEu);
+  EXPECT_EQ(q.codes[8], 0x0);  // fp4emu gave 0x8 (sign of x) before
+  EXPECT_EQ(bits_of(q.fake[8]), 0u);
+  EXPECT_EQ(bits_of(q.decoded[8]), 0u);
+  EXPECT_EQ(q.codes[12], 0x8);
+  EXPECT_EQ(bits_of(q.fake[12]), 0x80000000u);
+  EXPECT_EQ(q.codes[16], 0x0);
+  // The V14 CUDA rule keeps the sign bit of x in both cases.
+  const Quantized v = run("hif4.v14", x);
+  EXPECT_EQ(v.codes[8], 0x8);
+  EXPECT_EQ(v.codes[16], 0x8);
+}
+
 TEST(Hif4A6, ZeroScaleCodeIsTwoToMinus48) {
   // Decision (hif4.md §6.5 step 9): E6M2 0x00 means 2^-48, reciprocal 2^48.
   // Ma = 7 * 2^-48: Ma*c7 = (511/512) * 2^-48, bf16 tie -> 2^-48 -> 0x00,
@@ -1004,7 +1032,7 @@ TEST(Hif4Oracle, A6ScaleBitsAndElements) {
       const float y = bf16_oracle(fp32_mul(x[i], scale));
       ASSERT_EQ(q.codes[i] & 7, nearest_q_even(std::fabs(static_cast<double>(y))))
           << "block " << n << " lane " << i << " x " << x[i] << " y " << y << " word " << std::hex << q.word;
-      ASSERT_EQ((q.codes[i] >> 3) & 1, x[i] < 0 ? 1 : 0) << "block " << n << " lane " << i;
+      ASSERT_EQ((q.codes[i] >> 3) & 1, y < 0 ? 1 : 0) << "block " << n << " lane " << i;  // golden: (y < 0)
     }
   }
 }

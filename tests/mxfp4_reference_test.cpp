@@ -152,6 +152,9 @@ uint8_t oracle_scale(const Recipe& r, const Block& x) {
   }
   if (id == "mxfp4.even") {
     if (amax == 0) return 0;
+    // torchao rounds amax first; from 1.75 * 2^127 up the rounded value is
+    // +Inf and its isfinite test writes the NaN scale.
+    if (amax >= 1.75 * std::ldexp(1.0, 127)) return 0xFF;
     int e;
     const double m = std::frexp(amax, &e);  // amax = (2m) 2^(e-1), 2m in [1, 2)
     const int rounded_flog2 = (2 * m >= 1.75) ? e : e - 1;
@@ -176,8 +179,26 @@ uint8_t oracle_scale(const Recipe& r, const Block& x) {
   return static_cast<uint8_t>(((biased % 256) + 256) % 256);
 }
 
+// torchao's f32_to_f4_unpacked on an fp32 bit pattern that takes its "normal"
+// branch (custom_fp_utils.py: rebias, add 2^21 - 1 and the odd bit, shift by
+// 22, keep the low byte), then the sign. NaN patterns take that branch.
+uint8_t torchao_f4_normal_branch(uint32_t b) {
+  const int64_t magnitude = b & 0x7FFFFFFF;
+  const int64_t sum = magnitude + (int64_t{1 - 127} << 23) + ((1 << 21) - 1) + ((magnitude >> 22) & 1);
+  return static_cast<uint8_t>(((sum >> 22) & 0xFF) | ((b >> 28) & 0x8));
+}
+
+// The code every lane of a NaN block gets, per recipe (docs/formats.md MXFP4).
+bool torchao_nan_codes(const Recipe& r) {
+  return r.id == "mxfp4.ocp" || r.id == "mxfp4.ceil" || r.id == "mxfp4.even";
+}
+
 uint8_t oracle_code(const Recipe& r, Rounding rd, uint8_t scale, float v) {
+  // torchao on CUDA: data * NaN is the canonical NaN 0x7FFFFFFF.
+  if (scale == 0xFF && torchao_nan_codes(r)) return torchao_f4_normal_branch(0x7FFFFFFFu);
   const double y = static_cast<double>(v) / std::ldexp(1.0, scale - 127);  // exact
+  // microxcaling divides in fp32 and takes the sign from torch.sign, +0 for a zero quotient.
+  if (r.id == "mxfp4.microxcaling" && static_cast<float>(y) == 0.0f) return 0x0;
   return is_ggml(r) ? oracle_ggml(y) : oracle_e2m1(y, rd);
 }
 
@@ -713,9 +734,9 @@ TEST(Mxfp4Oracle, ScaleRulesAtTheTopOfTheFp32Range) {
   EXPECT_EQ(run(mx("mxfp4.ocp"), x).codes[0], 0x7);
   // CEIL: 127 + 1 - 2 = 126 -> 0xFD.
   EXPECT_EQ(run(mx("mxfp4.ceil"), x).scale, 0xFD);
-  // EVEN: amax' has exponent field 255 -> 128 - 2 = 126 -> 0xFD (not a NaN block).
-  EXPECT_EQ(run(mx("mxfp4.even"), x).scale, 0xFD);
-  EXPECT_EQ(run(mx("mxfp4.even"), block_of({from_bits(0x7F600000)})).scale, 0xFD);  // 1.75 * 2^127
+  // EVEN: amax' = +Inf -> torchao's isfinite test gives a NaN block (see
+  // Mxfp4Conformance.EvenRoundedAmaxOverflowIsANanBlock).
+  EXPECT_EQ(run(mx("mxfp4.even"), x).scale, 0xFF);
   EXPECT_EQ(run(mx("mxfp4.even"), block_of({from_bits(0x7F5FFFFF)})).scale, 0xFC);
   // RCEIL: fmax/6 ~ 2^125.4 -> RP -> 2^126 -> 0xFD.
   EXPECT_EQ(run(mx("mxfp4.rceil"), x).scale, 0xFD);
@@ -738,9 +759,15 @@ TEST(Mxfp4Properties, SignSymmetry) {
       const Quantized a = run(r, x);
       const Quantized b = run(r, neg);
       ASSERT_EQ(a.scale, b.scale) << id;
+      if (a.scale == 0xFF && torchao_nan_codes(r)) {  // EVEN's overflowed amax: code 0x4 either sign
+        ASSERT_EQ(a.codes, b.codes) << id;
+        continue;
+      }
       for (int i = 0; i < 32; ++i) {
-        if (is_ggml(r) && (a.codes[i] & 7) == 0) {
-          // ggml's zero is always code 0 (+0), whatever the sign.
+        const bool zero_quotient = static_cast<float>(std::ldexp(static_cast<double>(x[i]), 127 - a.scale)) == 0.0f;
+        if ((is_ggml(r) && (a.codes[i] & 7) == 0) || (r.id == "mxfp4.microxcaling" && zero_quotient)) {
+          // ggml's zero is always code 0 (+0), whatever the sign; so is
+          // microxcaling's when the fp32 quotient V / X is zero.
           ASSERT_EQ(a.codes[i], 0) << id;
           ASSERT_EQ(b.codes[i], 0) << id;
           continue;
@@ -765,11 +792,12 @@ TEST(Mxfp4Properties, AllZeroAndNegativeZeroBlocks) {
     }
     const Quantized nz = run(r, neg_zero);
     EXPECT_EQ(nz.scale, 0x00) << id;
-    // Convert recipes keep the sign of zero (code 8, -0); ggml gives +0.
-    const uint8_t want = is_ggml(r) ? 0x0 : 0x8;
+    // Convert recipes keep the sign of zero (code 8, -0); ggml and
+    // microxcaling (torch.sign(-0.0) = +0) give +0.
+    const bool positive = is_ggml(r) || r.id == "mxfp4.microxcaling";
     for (int i = 0; i < 32; ++i) {
-      EXPECT_EQ(nz.codes[i], want) << id;
-      EXPECT_EQ(bits(nz.decoded[i]), is_ggml(r) ? 0u : 0x80000000u) << id;
+      EXPECT_EQ(nz.codes[i], positive ? 0x0 : 0x8) << id;
+      EXPECT_EQ(bits(nz.decoded[i]), positive ? 0u : 0x80000000u) << id;
     }
   }
 }
@@ -818,7 +846,11 @@ TEST(Mxfp4Properties, NanPoisonsTheBlockExceptInGgml) {
         for (int i = 0; i < 32; ++i) EXPECT_EQ(bits(q.decoded[i]), bits(c.decoded[i])) << id;
       } else {
         EXPECT_EQ(q.scale, 0xFF) << id;
-        EXPECT_EQ(q.codes, c.codes) << id << ": codes of a NaN block are those with NaN lanes = +0";
+        if (torchao_nan_codes(r)) {
+          for (int i = 0; i < 32; ++i) EXPECT_EQ(q.codes[i], 0x4) << id << ": torchao's CUDA codes";
+        } else {
+          EXPECT_EQ(q.codes, c.codes) << id << ": codes of a NaN block are those with NaN lanes = +0";
+        }
         for (int i = 0; i < 32; ++i) {
           EXPECT_TRUE(std::isnan(q.decoded[i])) << id;
           EXPECT_TRUE(std::isnan(q.fake[i])) << id;
@@ -831,11 +863,16 @@ TEST(Mxfp4Properties, NanPoisonsTheBlockExceptInGgml) {
 TEST(Mxfp4Properties, InfBlocks) {
   const Block x = block_of({kInf, 3.0f, 1.25f, -0.125f, -kInf, 3e38f});
   const Block cleaned = block_of({0.0f, 3.0f, 1.25f, -0.125f, 0.0f, 3e38f});
-  // ocp, ceil, even, microxcaling: Inf amax -> NaN block, codes as if Inf lanes were +0.
+  // ocp, ceil, even, microxcaling: Inf amax -> NaN block; torchao's codes
+  // (0x4) for the first three, microxcaling's as if Inf lanes were +0.
   for (const char* id : {"mxfp4.ocp", "mxfp4.ceil", "mxfp4.even", "mxfp4.microxcaling"}) {
     const Quantized q = run(mx(id), x);
     EXPECT_EQ(q.scale, 0xFF) << id;
-    EXPECT_EQ(q.codes, run(mx(id), cleaned).codes) << id;
+    if (torchao_nan_codes(mx(id))) {
+      for (int i = 0; i < 32; ++i) EXPECT_EQ(q.codes[i], 0x4) << id;
+    } else {
+      EXPECT_EQ(q.codes, run(mx(id), cleaned).codes) << id;
+    }
     for (float v : q.decoded) EXPECT_TRUE(std::isnan(v)) << id;
   }
   // rceil: satfinite -> 0xFE (X = 2^127); Inf -> +-6; fp32 arithmetic for the rest.
@@ -884,7 +921,7 @@ TEST(Mxfp4Properties, AllNanBlocks) {
   for (const char* id : kAllIds) {
     const Quantized q = run(mx(id), x);
     EXPECT_EQ(q.scale, is_ggml(mx(id)) ? 0x00 : 0xFF) << id;  // ggml: amax stays 0
-    for (int i = 0; i < 32; ++i) EXPECT_EQ(q.codes[i], 0x0) << id;
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(q.codes[i], torchao_nan_codes(mx(id)) ? 0x4 : 0x0) << id;
   }
 }
 
@@ -964,6 +1001,96 @@ TEST(Mxfp4Decode, EveryScaleAndCode) {
   ref::mxfp4_decode_block(r, 0x00, codes.data(), out.data());
   EXPECT_EQ(out[1], 0x1p-128f);
   EXPECT_EQ(bits(out[8]), 0x80000000u);  // code 8 -> -0
+}
+
+// ===========================================================================
+// Conformance with the libraries the recipes name (docs/formats.md, MXFP4):
+// the pinned cases where fp4emu once differed from them.
+
+// torchao EVEN rounds amax to one mantissa bit on its integer bits before the
+// floor rule; at 1.75 * 2^127 that carries into the exponent field 255 (+Inf)
+// and its torch.isfinite test on the rounded value writes 0xFF.
+TEST(Mxfp4Conformance, EvenRoundedAmaxOverflowIsANanBlock) {
+  const Recipe& even = mx("mxfp4.even");
+  for (uint32_t amax_bits : {0x7F600000u, 0x7F600001u, 0x7F7FFFFFu}) {
+    const Quantized q = run(even, block_of({1.0f, -from_bits(amax_bits), -2.0f}));
+    EXPECT_EQ(q.scale, 0xFF) << std::hex << amax_bits;  // fp4emu gave 0xFD before
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_EQ(q.codes[i], 0x4) << i;
+      EXPECT_TRUE(std::isnan(q.decoded[i]));
+      EXPECT_TRUE(std::isnan(q.fake[i]));
+    }
+  }
+  // One ulp below still rounds to 1.5 * 2^127: 127 - 2 -> 0xFC, an ordinary block.
+  const Quantized below = run(even, block_of({from_bits(0x7F5FFFFF), -1.0f}));
+  EXPECT_EQ(below.scale, 0xFC);
+  EXPECT_EQ(below.codes[0], 0x7);
+  EXPECT_EQ(below.codes[1], 0x8);
+}
+
+// torchao (FLOOR, CEIL, EVEN) multiplies the block by the NaN reciprocal of
+// scale 0xFF; CUDA returns the canonical NaN 0x7FFFFFFF, which its
+// f32_to_f4_unpacked bit arithmetic maps to code 0x4 in every lane. (A CPU run
+// keeps NaN payloads: the default quiet NaN 0x7FC00000 would give 0x3.)
+TEST(Mxfp4Conformance, TorchaoNanBlockCodesAreThoseOfCudasCanonicalNan) {
+  EXPECT_EQ(torchao_f4_normal_branch(0x7FFFFFFFu), 0x4);
+  EXPECT_EQ(torchao_f4_normal_branch(0x7FC00000u), 0x3);
+  EXPECT_EQ(torchao_f4_normal_branch(0xFFC00000u), 0xB);
+  // The same arithmetic on ordinary values is E2M1 RNE (a check of the oracle).
+  EXPECT_EQ(torchao_f4_normal_branch(bits(1.25f)), 0x2);
+  EXPECT_EQ(torchao_f4_normal_branch(bits(1.75f)), 0x4);
+  EXPECT_EQ(torchao_f4_normal_branch(bits(-3.0f)), 0xD);
+  for (const char* id : {"mxfp4.ocp", "mxfp4.ceil", "mxfp4.even"}) {
+    for (const Block& x : {block_of({kNaN, -1.0f, 2.5f}), block_of({-kInf, 0.25f}), block_of({1.0f, -kNaN})}) {
+      const Quantized q = run(mx(id), x);
+      EXPECT_EQ(q.scale, 0xFF) << id;
+      for (int i = 0; i < 32; ++i) EXPECT_EQ(q.codes[i], 0x4) << id << " lane " << i;
+    }
+  }
+  // microxcaling computes floats only (no codes): the convention stays, the
+  // codes of the block with its NaN/Inf lanes as +0.
+  const Quantized m = run(mx("mxfp4.microxcaling"), block_of({kNaN, -1.0f, 2.5f}));
+  EXPECT_EQ(m.scale, 0xFF);
+  EXPECT_EQ(m.codes[1], 0xC);  // -1 with amax 2.5: X = 2^-1, y = -2
+  EXPECT_EQ(m.codes[2], 0x7);  // 2.5 / 0.5 = 5, a tie, half away -> 6
+}
+
+// microxcaling's "nearest" is torch.sign(A) * floor(|A| + 0.5) on the fp32
+// quotient A = V / 2^shared_exp; torch.sign(+-0) is +0 (checked with PyTorch
+// 1.13.1 on the CPU; its CPU and CUDA kernels compute (0 < a) - (a < 0)). So
+// -0.0 and a negative V whose quotient underflows to -0 give +0, code 0x0.
+TEST(Mxfp4Conformance, MicroxcalingZeroQuotientIsPositiveZero) {
+  const Recipe& mxc = mx("mxfp4.microxcaling");
+  const Recipe& ocp = mx("mxfp4.ocp");
+  {
+    const Quantized q = run(mxc, block_of({-0.0f, 3.0f, -0.1f}));
+    EXPECT_EQ(q.codes[0], 0x0);  // fp4emu gave 0x8 before
+    EXPECT_EQ(bits(q.decoded[0]), 0u);
+    EXPECT_EQ(bits(q.fake[0]), 0u);
+    EXPECT_EQ(q.codes[2], 0x8);  // -0.1 / 2^-1 = -0.2: a nonzero quotient keeps its sign
+    EXPECT_EQ(bits(q.decoded[2]), 0x80000000u);
+    EXPECT_EQ(run(ocp, block_of({-0.0f, 3.0f})).codes[0], 0x8);  // OCP/torchao keep -0
+  }
+  // amax 2^127: s = 125. V = -2^-25 gives V / X = -2^-150, which fp32 rounds to
+  // -0 (the tie goes to the even 0): +0. V = -1.5 * 2^-25 gives -2^-149: -0 code.
+  {
+    const Quantized q = run(mxc, block_of({0x1p127f, -0x1p-25f, -0x1.8p-25f, -0x1p-149f}));
+    EXPECT_EQ(q.scale, 125 + 127);
+    EXPECT_EQ(q.codes[1], 0x0);
+    EXPECT_EQ(q.codes[2], 0x8);
+    EXPECT_EQ(q.codes[3], 0x0);
+    EXPECT_EQ(bits(q.fake[1]), 0u);
+    EXPECT_EQ(bits(q.fake[2]), 0x80000000u);
+  }
+  // The case microxcaling itself was run on (PyTorch 1.13.1 CPU, 7bc4195
+  // _quantize_mx): amax 1e30 -> s = 97; -2^-149 / 2^97 underflows -> +0,
+  // -5 / 2^97 does not -> -0.
+  {
+    const Quantized q = run(mxc, block_of({1e30f, -0x1p-149f, -5.0f}));
+    EXPECT_EQ(q.scale, 97 + 127);
+    EXPECT_EQ(q.codes[1], 0x0);
+    EXPECT_EQ(q.codes[2], 0x8);
+  }
 }
 
 }  // namespace

@@ -45,10 +45,11 @@ enum class NonFinitePolicy : uint8_t {
   passthrough,
 };
 
-// Sign of the code for -0.0 inputs (hif4.md §10.6).
+// Sign of a zero code (hif4.md §10.6).
 enum class ZeroSign : uint8_t {
   sign_bit,       // sign from the sign bit: -0.0 -> 0x8 (CUDA kernel)
-  less_than_zero, // sign from x < 0: -0.0 -> 0x0 (NumPy, AMCT, A6 golden)
+  less_than_zero, // sign from v < 0: -0.0 -> 0x0 (NumPy, AMCT: v = x; A6 golden:
+                  // v = bf16(x * scale), so an underflowed product also gives 0x0)
 };
 
 struct Hif4Params {

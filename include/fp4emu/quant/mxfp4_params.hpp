@@ -25,10 +25,27 @@ enum class MxScaleRange : uint8_t {
 
 // Infinite block amax.
 enum class MxInfAmax : uint8_t {
-  nan_block,   // scale 0xFF; codes computed as if the non-finite lanes were +0
-               // (fp4emu's convention; no library defines the codes of a NaN block)
+  nan_block,   // scale 0xFF; codes as MxNanBlockCodes says
   scale_rule,  // Inf is an ordinary input of the scale rule: RCEIL's satfinite gives
                // 0xFE and the Inf lanes convert to +-6; ggml's uint8 wrap gives 0x00
+};
+
+// The element codes of a NaN block (scale 0xFF), docs/formats.md "MXFP4".
+enum class MxNanBlockCodes : uint8_t {
+  // Convention where the library defines none: the codes the block would get
+  // with its NaN (and poisoning Inf) lanes set to +0.
+  zero_lanes,
+  // torchao to_mx on CUDA: every element is data * NaN, which CUDA returns as
+  // the canonical NaN 0x7FFFFFFF; f32_to_f4_unpacked's bit arithmetic turns
+  // that into code 0x4 in every lane.
+  torchao_cuda,
+};
+
+// The sign of a zero element code.
+enum class MxZeroSign : uint8_t {
+  sign_bit,    // E2M1 conversion of y keeps its sign: -0 and negative underflow -> 0x8
+  torch_sign,  // microxcaling: sign from torch.sign(fp32(V / X)), which is +0 for
+               // a zero quotient (-0 inputs, or |V / X| <= 2^-150) -> 0x0
 };
 
 // How an element code is chosen once the scale is known.
@@ -48,6 +65,8 @@ struct MxParams {
   bool nan_propagating_amax = true;
   MxInfAmax inf_amax = MxInfAmax::nan_block;
   MxElementSelect element_select = MxElementSelect::convert;
+  MxNanBlockCodes nan_block_codes = MxNanBlockCodes::zero_lanes;
+  MxZeroSign zero_sign = MxZeroSign::sign_bit;
 };
 
 }  // namespace fp4emu

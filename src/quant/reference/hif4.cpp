@@ -289,9 +289,11 @@ void a6_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, BlockS
     // to the even code; rha override: the document's ROUND_A), saturating at 1.75.
     const float y = bf16_mul(lanes.v[i], scale);
     out.q[i] = static_cast<uint8_t>(s1p2_encode(std::fabs(y), rounding) & 0x7);
-    // Decision (hif4.md §10.6): sign from x < 0. §6.5 step 7 says (y < 0);
-    // they differ only when bf16(x * scale) underflows to -0.
-    out.negative[i] = code_is_negative(p.zero_sign, lanes.v[i]);
+    // The sign comes from the product, y < 0 (pto-isa 3186c381
+    // tests/npu/a6/src/st/testcase/tload_hif4/gen_data.py:95 in bf16_to_e1m2,
+    // fed with y at :149-150): -0.0 and a negative x whose product underflows
+    // to -0 get 0x0.
+    out.negative[i] = code_is_negative(p.zero_sign, y);
   }
 }
 

@@ -136,7 +136,8 @@ constexpr std::array<Recipe, 7> kHif4Recipes{{
                  .scale_range = Hif4ScaleRange::saturate_e6m2,
                  .bf16_element_ratio = false,
                  .non_finite = NonFinitePolicy::poison,
-                 .zero_sign = ZeroSign::less_than_zero},
+                 .zero_sign = ZeroSign::less_than_zero},  // applied to y = bf16(x * scale)
+        .bits_version = 2,  // 2: sign from the product y, not x (CHANGELOG.md)
     },
     {
         .id = "hif4.v12_pow2",

@@ -14,11 +14,11 @@
 //   NaN block) for ocp, ceil, even and microxcaling. RCEIL follows NVIDIA's
 //   cvt.rp.satfinite: Inf amax -> 0xFE and the elements convert normally
 //   (Inf -> +-6); NaN amax -> 0xFF. ggml: see MxScaleRange::x86_uint8_wrap.
-// - Codes of a NaN block: no library defines them (the block decodes to NaN
-//   whatever they are). fp4emu writes the codes the block would have if its
-//   NaN lanes (and, where Inf poisons the block, its Inf lanes) were +0. This
-//   is a well-defined convention, not any library's bits; a golden-vector
-//   verifier should compare only the scale of a 0xFF block.
+//   EVEN also gives 0xFF when its rounded amax overflows to +Inf (§4.4).
+// - Codes of a NaN block: MxNanBlockCodes. The torchao recipes take torchao's
+//   CUDA bits (code 0x4 in every lane); where the library has no codes
+//   (microxcaling computes floats only) fp4emu writes the codes the block
+//   would have if its NaN lanes (and poisoning Inf lanes) were +0.
 // - Element NaN, where a code is needed: 0x7 (+6), the CUDA oracle (§1.3
 //   proposal), done by e2m1_encode. No shipped recipe reaches it: NaN poisons
 //   the block first, and ggml's argmin gives NaN code 0.
@@ -230,13 +230,13 @@ uint8_t scale_ceil(float amax) {
 
 // §4.4 MX_SCALE_EVEN (torchao): round amax half-up to E2M1's 1 mantissa bit on
 // the integer bits, amax' = (bits + 2^21) & 0xFF800000, then the floor rule on
-// the exponent field of amax'. For amax >= 1.75 * 2^127 amax' has exponent
-// field 255 (its float value is +Inf) and the field reads as 128: s = 126,
-// code 0xFD, which is §4.4's net effect flog2(amax) + [m >= 1.75] - 2. (The
-// variant-map wording "the FLOOR rule on amax'" would call that a NaN block;
-// the net-effect formula and torchao's exponent-bit arithmetic do not.)
+// the exponent field of amax'. For amax >= 1.75 * 2^127 amax' is +Inf, and
+// torchao's torch.isfinite test, made on amax', writes the NaN scale
+// (pytorch/ao 36027d82d torchao/prototype/mx_formats/mx_tensor.py:311-321
+// rounds max_abs in place, :351-356 tests it).
 uint8_t scale_even(float amax) {
   const uint32_t rounded = (fp32_bits(amax) + (1u << 21)) & 0xFF800000u;
+  if (rounded == 0x7F800000u) return kNanScale;
   return e8m0_from_shared_exponent(exponent_field_unbiased(rounded) - kE2m1Emax);
 }
 
@@ -265,8 +265,12 @@ uint8_t scale_code(const MxParams& p, float amax) {
 // then one E2M1 rounding with saturation at +-6. The libraries compute y in
 // fp32 (V / X, V * (1/X), V * fp32(2^(127-c))); that rounds only when |y| <
 // 2^-126, where every element rounding gives the same signed zero (§5.1).
-uint8_t element_convert(Rounding rounding, uint8_t c, float v) {
+uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v) {
   const double y = std::ldexp(static_cast<double>(v), kE8m0Bias - static_cast<int>(c));
+  // microxcaling (7bc4195 mx/mx_ops.py:285, mx/elemwise_ops.py:63): the quotient
+  // A / 2^shared_exp is an fp32 division, and "nearest" is torch.sign(A) *
+  // floor(|A| + 0.5); torch.sign of +-0 is +0, so a zero quotient gives +0.
+  if (p.zero_sign == MxZeroSign::torch_sign && fp32_rne(y) == 0.0f) return 0x0;
   return e2m1_encode(y, rounding);
 }
 
@@ -299,7 +303,7 @@ uint8_t element_ggml_argmin(uint8_t c, float v) {
 
 uint8_t element_code(const MxParams& p, Rounding rounding, uint8_t c, float v) {
   switch (p.element_select) {
-    case MxElementSelect::convert: return element_convert(rounding, c, v);
+    case MxElementSelect::convert: return element_convert(p, rounding, c, v);
     case MxElementSelect::ggml_argmin: return element_ggml_argmin(c, v);
   }
   return 0;
@@ -322,6 +326,26 @@ void check_rounding(const Recipe& recipe, Rounding rounding) {
                    std::string(to_string(rounding)) + "' (accepted: " + accepted + ")");
 }
 
+// The codes of a NaN block (MxNanBlockCodes).
+void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8_t* codes) {
+  switch (p.nan_block_codes) {
+    case MxNanBlockCodes::torchao_cuda:
+      // pytorch/ao 36027d82d mx_tensor.py:359 data_lp = data_hp * inv_scale with
+      // a NaN inv_scale: 0x7FFFFFFF on CUDA. custom_fp_utils.py:93-123 takes it
+      // through the "normal" branch: (0x7FFFFFFF + (-126 << 23) + 2^21 - 1 + 1) >> 22
+      // = 260, kept as uint8 -> 4; sign bit 0.
+      for (int i = 0; i < kMxBlock; ++i) codes[i] = 0x4;
+      return;
+    case MxNanBlockCodes::zero_lanes: {
+      std::array<float, kMxBlock> cleaned;
+      for (int i = 0; i < kMxBlock; ++i) cleaned[i] = is_poisoning_lane(p, x[i]) ? 0.0f : x[i];
+      const uint8_t c = scale_code(p, block_amax(p, cleaned.data()));
+      for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, cleaned[i]);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes) {
@@ -332,17 +356,14 @@ uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
   // §4: amax = max_i |V_i|, as the recipe's library reduces it.
   const float amax = block_amax(p, x);
 
-  // NaN block (§4.0 "amax Inf / NaN"): scale 0xFF; codes are those of the block
-  // with the poisoning lanes set to +0 (fp4emu convention, see the top).
-  if (is_nan_block(p, amax)) {
-    std::array<float, kMxBlock> cleaned;
-    for (int i = 0; i < kMxBlock; ++i) cleaned[i] = is_poisoning_lane(p, x[i]) ? 0.0f : x[i];
-    mxfp4_quantize_block(recipe, rounding, cleaned.data(), codes);
+  // §4.1-§4.5 steps 1-3: the scale code. A NaN block (§4.0 "amax Inf / NaN")
+  // has scale 0xFF, from a non-finite amax or from the rule itself (EVEN's
+  // rounded amax overflowing); ggml's 0xFF is an ordinary exponent.
+  const uint8_t c = is_nan_block(p, amax) ? kNanScale : scale_code(p, amax);
+  if (c == kNanScale && p.element_select == MxElementSelect::convert) {
+    nan_block_codes(p, rounding, x, codes);
     return kNanScale;
   }
-
-  // §4.1-§4.5 steps 1-3: the scale code.
-  const uint8_t c = scale_code(p, amax);
 
   // §4.1 step 4: the element codes.
   for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, x[i]);

@@ -16,7 +16,8 @@ constexpr uint8_t kConvertRoundings = rounding_bit(Rounding::rne) | rounding_bit
 
 constexpr Recipe mx_recipe(std::string_view id, bool is_default, std::string_view summary,
                            std::string_view spec_ref, Rounding element_rounding,
-                           uint8_t allowed_roundings, NibbleOrder nibble_order, MxParams mx) {
+                           uint8_t allowed_roundings, NibbleOrder nibble_order, MxParams mx,
+                           int bits_version) {
   return Recipe{
       .id = id,
       .format = Format::mxfp4,
@@ -31,6 +32,7 @@ constexpr Recipe mx_recipe(std::string_view id, bool is_default, std::string_vie
       .fake_quant_only = false,
       .bf16_input_only = false,
       .mx = mx,
+      .bits_version = bits_version,
   };
 }
 
@@ -43,7 +45,9 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
                        .inf_amax = MxInfAmax::nan_block,
-                       .element_select = MxElementSelect::convert}),
+                       .element_select = MxElementSelect::convert,
+                       .nan_block_codes = MxNanBlockCodes::torchao_cuda},
+              /*bits_version=*/2),
     mx_recipe("mxfp4.rceil", false,
               "NVIDIA (cuBLAS/cuDNN/TE/CUTLASS/torchao RCEIL): scale = cvt.rp.satfinite.ue8m0"
               "(fp32(amax * fp32(1/6))), E2M1 RNE",
@@ -52,7 +56,8 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
                        .inf_amax = MxInfAmax::scale_rule,
-                       .element_select = MxElementSelect::convert}),
+                       .element_select = MxElementSelect::convert},
+              /*bits_version=*/1),
     mx_recipe("mxfp4.ceil", false,
               "torchao ScaleCalculationMode.CEIL: X = 2^(ceil(log2 amax) - 2), E2M1 RNE",
               "mxfp4.md §4.3, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
@@ -60,16 +65,20 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
                        .inf_amax = MxInfAmax::nan_block,
-                       .element_select = MxElementSelect::convert}),
+                       .element_select = MxElementSelect::convert,
+                       .nan_block_codes = MxNanBlockCodes::torchao_cuda},
+              /*bits_version=*/2),
     mx_recipe("mxfp4.even", false,
-              "torchao ScaleCalculationMode.EVEN: amax rounded half-up to 1 mantissa bit, then "
-              "the OCP floor, E2M1 RNE",
+              "torchao ScaleCalculationMode.EVEN: amax rounded half-up to 1 mantissa bit (NaN "
+              "block when that overflows), then the OCP floor, E2M1 RNE",
               "mxfp4.md §4.4, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::even,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
                        .inf_amax = MxInfAmax::nan_block,
-                       .element_select = MxElementSelect::convert}),
+                       .element_select = MxElementSelect::convert,
+                       .nan_block_codes = MxNanBlockCodes::torchao_cuda},
+              /*bits_version=*/2),
     mx_recipe("mxfp4.microxcaling", false,
               "microxcaling python default: floor(fp32 log2(amax)) - 2 (the log2f quirk), "
               "round half away from zero",
@@ -79,7 +88,9 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
                        .inf_amax = MxInfAmax::nan_block,
-                       .element_select = MxElementSelect::convert}),
+                       .element_select = MxElementSelect::convert,
+                       .zero_sign = MxZeroSign::torch_sign},
+              /*bits_version=*/2),
     mx_recipe("mxfp4.ggml", false,
               "ggml block_mxfp4: floorf(log2f(amax)) - 2 with x86-64 uint8 wrap, NaN-skipping "
               "amax, argmin codes (ties toward zero), split-half nibbles",
@@ -89,7 +100,8 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
                        .scale_range = MxScaleRange::x86_uint8_wrap,
                        .nan_propagating_amax = false,
                        .inf_amax = MxInfAmax::scale_rule,
-                       .element_select = MxElementSelect::ggml_argmin}),
+                       .element_select = MxElementSelect::ggml_argmin},
+              /*bits_version=*/1),
 };
 
 }  // namespace

@@ -152,6 +152,13 @@ HWY_INLINE void Hif4Scale(Hif4Steps& s) {
   s.word = word;
 }
 
+// a6 §6.5 step 7: y = bf16(x * scale). x and scale are bf16, so the fp32
+// product is exact but for fp32 underflow, as in the pto-isa golden.
+HWY_INLINE hn::Vec<Hif4ElementTag> Hif4A6Product(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {
+  const Hif4ElementTag d;
+  return Bf16Rne(d, hn::Mul(v, hn::Load(d, s.element_factor + i)));
+}
+
 // hif4.md §6.1 step 7 (§6.5 steps 6-7): the magnitude code q of each lane, as a float 0..7.
 template <bool kA6, Rounding R>
 HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {
@@ -159,9 +166,7 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4Element
   const hn::RebindToSigned<Hif4ElementTag> di;
   const auto factor = hn::Load(d, s.element_factor + i);
   if constexpr (kA6) {
-    // y = bf16(x * scale): x and scale are bf16, so the fp32 product is exact.
-    const auto y = Bf16Rne(d, hn::Mul(v, factor));
-    return hn::Mul(S1p2Grid<R>(d, hn::Abs(y)), hn::Set(d, 4.0f));
+    return hn::Mul(S1p2Grid<R>(d, hn::Abs(Hif4A6Product(s, v, i))), hn::Set(d, 4.0f));
   } else {
     // t = fp32(fp32(|x| * 2^-(b+c)) * r), in this order.
     const auto t = hn::Mul(hn::Mul(hn::Abs(v), factor), hn::Set(d, s.reciprocal));
@@ -175,12 +180,13 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4Element
   }
 }
 
-// Sign of the code: v14 from the sign bit (-0 -> 0x8), a6 from x < 0 (hif4.md §10.6).
+// Sign of the code: v14 from the sign bit of x (-0 -> 0x8), a6 from the
+// product y < 0 (hif4.cpp a6_steps: -0 and an underflowed product -> 0x0).
 template <bool kA6>
-HWY_INLINE hn::Mask<Hif4ElementTag> Hif4Negative(hn::Vec<Hif4ElementTag> v) {
+HWY_INLINE hn::Mask<Hif4ElementTag> Hif4Negative(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {
   const Hif4ElementTag d;
   const hn::RebindToSigned<Hif4ElementTag> di;
-  if constexpr (kA6) return hn::Lt(v, hn::Zero(d));
+  if constexpr (kA6) return hn::Lt(Hif4A6Product(s, v, i), hn::Zero(d));
   return hn::RebindMask(d, hn::Lt(hn::BitCast(di, v), hn::Zero(di)));
 }
 
@@ -199,7 +205,7 @@ HWY_INLINE void Hif4FakeQuantBlock(const float* HWY_RESTRICT x, float* HWY_RESTR
     const auto v = hn::LoadU(d, x + i);
     // hif4.cpp hif4_fake_quant_block: (q/4) 2^(b+c) S, exact, signed.
     const auto magnitude = hn::Mul(Hif4Q<kA6, R>(s, v, i), hn::Load(d, s.value_factor + i));
-    hn::StoreU(hn::IfThenElse(Hif4Negative<kA6>(v), hn::Neg(magnitude), magnitude), d, y + i);
+    hn::StoreU(hn::IfThenElse(Hif4Negative<kA6>(s, v, i), hn::Neg(magnitude), magnitude), d, y + i);
   }
 }
 
@@ -212,7 +218,7 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(Hif4Steps& s, const float* HWY_REST
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
     const auto v = hn::LoadU(d, x + i);
     const auto q = hn::ConvertTo(di, Hif4Q<kA6, R>(s, v, i));
-    const auto code = hn::IfThenElse(hn::RebindMask(di, Hif4Negative<kA6>(v)), hn::Or(q, hn::Set(di, 8)), q);
+    const auto code = hn::IfThenElse(hn::RebindMask(di, Hif4Negative<kA6>(s, v, i)), hn::Or(q, hn::Set(di, 8)), q);
     StoreCodeBytes(d, code, codes + i);
   }
   return s.word;

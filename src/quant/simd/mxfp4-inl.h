@@ -33,10 +33,12 @@ HWY_INLINE IntVec<MxTag> MxAmaxBits(MxTag d, const float* HWY_RESTRICT x) {
   return hn::MaxOfLanes(di, acc);
 }
 
-// mxfp4.cpp is_nan_block: NaN amax, or Inf amax where the recipe poisons on it.
+// mxfp4.cpp mxfp4_quantize_block: NaN amax, Inf amax where the recipe poisons
+// on it, or (EVEN) an amax whose rounding bits + 2^21 reach the Inf exponent.
 HWY_INLINE bool MxIsNanBlock(MxTag /*d*/, const MxParams& p, IntVec<MxTag> amax_bits) {
   const hn::RebindToSigned<MxTag> di;
-  const int32_t limit = p.inf_amax == MxInfAmax::nan_block ? kInfBits - 1 : kInfBits;
+  int32_t limit = p.inf_amax == MxInfAmax::nan_block ? kInfBits - 1 : kInfBits;
+  if (p.scale_rule == MxScaleRule::even) limit = kInfBits - (1 << 21) - 1;
   return !hn::AllFalse(di, hn::Gt(amax_bits, hn::Set(di, limit)));
 }
 
@@ -130,6 +132,10 @@ HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT 
   const MxTag d;
   const auto amax_bits = MxAmaxBits(d, x);
   if (HWY_LIKELY(!MxIsNanBlock(d, p, amax_bits))) return MxQuantizeNumericBlock<R>(p, amax_bits, x, codes);
+  if (p.nan_block_codes == MxNanBlockCodes::torchao_cuda) {  // mxfp4.cpp nan_block_codes
+    for (int i = 0; i < kMxBlock; ++i) codes[i] = 0x4;
+    return kMxNanScale;
+  }
   // mxfp4.cpp convention: the codes of the block with its poisoning lanes as +0.
   alignas(64) float cleaned[kMxBlock];
   for (int i = 0; i < kMxBlock; ++i) {
