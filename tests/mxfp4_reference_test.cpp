@@ -1057,7 +1057,8 @@ TEST(Mxfp4Conformance, TorchaoNanBlockCodesAreThoseOfCudasCanonicalNan) {
 
 // microxcaling's "nearest" is torch.sign(A) * floor(|A| + 0.5) on the fp32
 // quotient A = V / 2^shared_exp; torch.sign(+-0) is +0 (checked with PyTorch
-// 1.13.1 on the CPU; its CPU and CUDA kernels compute (0 < a) - (a < 0)). So
+// 1.13.1 on the CPU; current PyTorch's CPU and CUDA kernels compute
+// (0 < a) - c10::is_negative(a), and is_negative(a) is a < 0). So
 // -0.0 and a negative V whose quotient underflows to -0 give +0, code 0x0.
 TEST(Mxfp4Conformance, MicroxcalingZeroQuotientIsPositiveZero) {
   const Recipe& mxc = mx("mxfp4.microxcaling");

@@ -45,7 +45,9 @@ enum class MxNanBlockCodes : uint8_t {
 enum class MxZeroSign : uint8_t {
   sign_bit,    // E2M1 conversion of y keeps its sign: -0 and negative underflow -> 0x8
   torch_sign,  // microxcaling: sign from torch.sign(fp32(V / X)), which is +0 for
-               // a zero quotient (-0 inputs, or |V / X| <= 2^-150) -> 0x0
+               // a zero quotient (-0 inputs, or |V / X| <= 2^-150) -> 0x0: PyTorch's
+               // sign is (0 < a) - is_negative(a) with is_negative(a) = a < 0
+               // (c10 TypeSafeSignMath.h), on CPU and CUDA alike
 };
 
 // How an element code is chosen once the scale is known.
@@ -60,7 +62,7 @@ struct MxParams {
   MxScaleRule scale_rule = MxScaleRule::ocp_floor;
   MxScaleRange scale_range = MxScaleRange::clamp;
   // true: torch.amax semantics, a NaN anywhere makes amax NaN -> scale 0xFF, codes
-  // computed as if the NaN lanes were +0. false: ggml's `if (amax < fabsf(v))` loop,
+  // as nan_block_codes says. false: ggml's `if (amax < fabsf(v))` loop,
   // which never takes a NaN.
   bool nan_propagating_amax = true;
   MxInfAmax inf_amax = MxInfAmax::nan_block;
