@@ -651,6 +651,50 @@ CaseSpec special_case(const EdgeSetup& e) {
                    std::move(blocks));
 }
 
+// Signaling NaN inputs. A max-reduction in C that uses fmaxf disagrees on
+// them: CUDA's fmaxf treats a signaling NaN like a quiet one and returns the
+// other operand, glibc's returns NaN (IEEE 754-2008 maxNum), so a kernel's
+// block amax (and NVFP4's tensor amax, taken from the data here) can differ
+// from the recipe's on these blocks alone.
+CaseSpec snan_case(const Recipe& r) {
+  const InputDType dtype = natural_dtype(r);
+  const InputGrid g{dtype};
+  const bool bf16 = dtype == InputDType::bf16;
+  const int block = block_size(r.format);
+  const float snan = bits_to_input(g, bf16 ? 0x7F81u : 0x7F800001u);
+  const float neg_snan = bits_to_input(g, bf16 ? 0xFF81u : 0xFF800001u);
+  const float snan_payload = bits_to_input(g, bf16 ? 0x7FBFu : 0x7FBFFFFFu);
+  Block bg(block);
+  for (int j = 0; j < block; ++j) bg[j] = g.round(frac(j) * 3.0);
+  std::vector<Block> blocks;
+  for (int p = 0; p < block; ++p) {
+    Block b = bg;
+    b[p] = snan;
+    blocks.push_back(b);
+  }
+  for (int p : {0, block - 1}) {
+    Block b = bg;
+    b[p] = neg_snan;
+    blocks.push_back(b);
+  }
+  Block b = bg;
+  b[1] = snan_payload;
+  blocks.push_back(b);
+  b = bg;
+  b[2] = snan;
+  b[block - 2] = std::numeric_limits<float>::quiet_NaN();
+  blocks.push_back(b);
+  blocks.push_back(Block(block, snan));
+  blocks.push_back(bg);
+  return edge_case(r, golden_options(r, dtype), "special_snan", "special",
+                   fmt::format("signaling NaN inputs ({}): one in each position of a finite block, negative ones, "
+                               "the largest payload, beside a quiet NaN, a block of them{}; CUDA's fmaxf drops a "
+                               "signaling NaN from a max, glibc's does not",
+                               bf16 ? "bf16 0x7F81, 0xFF81, 0x7FBF" : "0x7F800001, 0xFF800001, 0x7FBFFFFF",
+                               r.format == Format::nvfp4 ? "; the per-tensor amax is taken from the data" : ""),
+                   std::move(blocks));
+}
+
 // NVFP4: blocks share the per-tensor scale, so what a non-finite or extreme
 // tensor amax does is a case of its own (global amax taken from the data).
 std::vector<CaseSpec> nvfp4_global_cases(const Recipe& r) {
@@ -917,6 +961,7 @@ std::vector<CaseSpec> build_cases(const Recipe& r, int level, uint64_t seed) {
     if (r.format == Format::hif4) cases.push_back(hif4_bits_case(e, level));
     cases.push_back(special_case(e));
   }
+  cases.push_back(snan_case(r));
   if (r.format == Format::nvfp4 && reference::nvfp4_tensor_scale(r, 1000.0f).encode != 1.0f) {
     const EdgeSetup e(r, edge_options(r, dtype, 1000.0f));
     cases.push_back(scale_steps_case(e, "scale_steps_g1000", "; per-tensor amax fixed at 1000 (S_enc = 2.688)"));
