@@ -8,8 +8,10 @@
 #include <bit>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/io/safetensors.hpp"
 #include "test_util.hpp"
 
@@ -171,6 +173,21 @@ TEST(Cli, FormatsListsEveryRecipe) {
   const auto j = run_cli("formats --json");
   ASSERT_EQ(j.exit_code, 0);
   EXPECT_NE(j.output.find("\"id\": \"nvfp4.cudnn\""), std::string::npos);
+  // Each recipe's bits version, in the JSON and in the listing.
+  const nlohmann::json formats = nlohmann::json::parse(j.output);
+  size_t listed = 0;
+  for (const auto& f : formats)
+    for (const auto& rj : f["recipes"]) {
+      const Recipe* recipe = find_recipe(rj["id"].get<std::string>());
+      ASSERT_NE(recipe, nullptr) << rj["id"];
+      EXPECT_EQ(rj["bits_version"].get<int>(), recipe->bits_version) << recipe->id;
+      EXPECT_NE(r.output.find(fmt::format("{:<20} {:<9} bits v{:<3}", recipe->id, recipe->is_default ? "[default]" : "",
+                                            recipe->bits_version)),
+                std::string::npos)
+          << recipe->id;
+      ++listed;
+    }
+  EXPECT_EQ(listed, all_recipes().size());
 }
 
 // The demo: every format on the bundled dump (made by `fp4emu sample`).
@@ -215,7 +232,7 @@ TEST(Cli, BadInputExitsWithCode2AndWritesNothing) {
       {"fake-quant " + x + " " + out + " --recipe hif4.amct", "not a multiple"},
       {"fake-quant " + x + " " + out + " --format hif4 --tail sideways", "--tail 'sideways' is unknown"},
       {"fake-quant " + x + " " + out + " --format hif4 --round up", "--round 'up' is unknown"},
-      {"fake-quant " + x + " " + out + " --format nvfp4 --global-amax -3", "must be a finite value"},
+      {"fake-quant " + x + " " + out + " --format nvfp4 --global-amax -3", "--global-amax: '-3' is out of range"},
       {"fake-quant " + (dir / "nb.npy").string() + " " + out + " --recipe hif4.a6", "not exactly representable in bf16"},
       {"fake-quant " + (dir / "u8.npy").string() + " " + out + " --format hif4", "not a float input"},
       {"fake-quant " + (dir / "garbage.npy").string() + " " + out + " --format hif4", "garbage.npy"},

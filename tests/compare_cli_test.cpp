@@ -435,7 +435,7 @@ TEST(CompareCli, EveryBadInputExitsWith2NamingFileTensorAndFieldAndWritesNothing
   const std::string good = raw("good.safetensors", ok, zeros64);
   for (const auto& [args, expect] : std::vector<std::pair<std::string, std::string>>{
            {" --json " + (dir / "nodir" / "o.json").string(), "does not exist"},
-           {" --csv " + good, "is the input file"},
+           {" --csv " + good, "is the same file as the input"},
            {" --json " + json_out + " --csv " + json_out, "give two files"},
            {" --csv " + dir.path().string(), "is a directory"}}) {
     const auto r = run_cli("compare " + good + args);

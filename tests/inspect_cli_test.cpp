@@ -100,7 +100,7 @@ TEST(InspectCli, BadInputExitsWith2) {
            {(dir / "d.safetensors").string() + " --tensor y", "no tensor named 'y'"},
            {(dir / "bad.safetensors").string(), "header length field is 16"},
            {(dir / "none.safetensors").string(), "none.safetensors"},
-           {(dir / "d.safetensors").string() + " --json " + (dir / "d.safetensors").string(), "is the input file"},
+           {(dir / "d.safetensors").string() + " --json " + (dir / "d.safetensors").string(), "is the same file as the input"},
            {(dir / "d.safetensors").string() + " --json " + (dir / "no" / "i.json").string(), "does not exist"}}) {
     const auto r = run_cli("inspect " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

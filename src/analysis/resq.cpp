@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fp4emu/analysis/sizes.hpp"
 #include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/array.hpp"
@@ -131,6 +132,8 @@ std::optional<Tensor> find_weights(const Dump& weights, std::string_view activat
 }
 
 Tensor synthetic_weights(int64_t n, int64_t d, uint64_t seed) {
+  checked_bytes({n, d, int64_t(sizeof(float))}, fmt::format("synthetic weights of {} x {} fp32 values", n, d),
+                "choose fewer rows (--n)");
   Tensor w{{n, d}, std::vector<float>(size_t(n * d))};
   SplitMix64 rng(seed);
   const double sd = 1.0 / std::sqrt(double(d));
@@ -151,6 +154,12 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
                                  "must be n x {}",
                                  name, d, io::shape_string(w_in.shape), d));
   const int64_t n = w_in.shape[0];
+  // Working set: the weights in fp32 (given, transformed, quantized) and in
+  // double (two widened copies); three m x n products in double.
+  checked_bytes({n, d, 3 * 4 + 2 * 8}, fmt::format("resq on tensor {}: weights of {} x {}", name, n, d),
+                "choose fewer weight rows (--n)");
+  checked_bytes({m, n, 3 * 8}, fmt::format("resq on tensor {}: outputs of {} x {}", name, m, n),
+                "choose fewer weight rows (--n) or fewer tokens");
   QuantOptions o = options;
   o.axis = -1;
   const Tensor x2{{m, d}, x_in.data};

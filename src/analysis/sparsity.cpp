@@ -10,6 +10,7 @@
 
 #include "fp4emu/analysis/transforms.hpp"
 #include "fp4emu/error.hpp"
+#include "fp4emu/io/printable.hpp"
 
 namespace fp4emu::analysis {
 namespace {
@@ -32,7 +33,7 @@ bool parse_int(std::string_view s, int& out) {
 }
 
 [[noreturn]] void bad(std::string_view text, std::string_view why) {
-  throw InputError(fmt::format("pattern '{}': {}; accepted: {}", text, why, kAccepted));
+  throw InputError(fmt::format("--pattern '{}': {}; accepted: {}", io::printable(text, 60), why, kAccepted));
 }
 
 // Indices 0..count-1 ordered by score, largest first, ties to the lower index.
@@ -53,7 +54,14 @@ SparsityPattern parse_pattern(std::string_view text, double default_density, uin
   SparsityPattern p;
   p.seed = seed;
   p.density = default_density;
-  if (!(default_density > 0 && default_density < 1)) bad(text, "the density must be in (0, 1)");
+  // The default density is not the pattern's fault: name it, and check it
+  // only for the patterns that use it.
+  auto check_density = [&] {
+    if (!(default_density > 0 && default_density < 1))
+      throw InputError(fmt::format("--density {} is out of range: pattern '{}' keeps that fraction of its entries, "
+                                   "which must be in (0, 1), e.g. --density 0.5",
+                                   default_density, text));
+  };
   std::string_view t = text;
   // analysis.md §8.2 spellings.
   if (t == "chan50") t = "channel50";
@@ -89,6 +97,7 @@ SparsityPattern parse_pattern(std::string_view text, double default_density, uin
     if (x == std::string_view::npos || !parse_int(dims.substr(0, x), r) || !parse_int(dims.substr(x + 1), c) ||
         r < 1 || c < 1)
       bad(text, "a block pattern is blockRxC with R, C >= 1");
+    check_density();
     p.kind = Kind::block;
     p.block_rows = r, p.block_cols = c;
     p.name = fmt::format("block{}x{}", r, c);
@@ -103,6 +112,8 @@ SparsityPattern parse_pattern(std::string_view text, double default_density, uin
       int v = 0;
       if (!parse_int(pct, v) || v < 1 || v > 99) bad(text, "the kept percent must be 1..99");
       p.density = v / 100.0;
+    } else {
+      check_density();
     }
     p.name = fmt::format("{}{}", word, int(std::lround(p.density * 100)));
     if (std::fabs(p.density * 100 - std::round(p.density * 100)) > 1e-9)

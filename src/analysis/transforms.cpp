@@ -172,14 +172,22 @@ TransformSpec parse_transform(std::string_view text) {
                                  "smoothquant[:alpha=0.5,calib=FILE] or occ[:q=0.99]",
                                  text));
   std::string_view rest = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
+  if (colon != std::string_view::npos && rest.empty())
+    throw InputError(fmt::format("--transform {}: nothing after ':'; give key=value options or leave the ':' out", text));
+  std::vector<std::string_view> seen;  // a key given twice would silently take the last value
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (comma != std::string_view::npos && rest.empty())
+      throw InputError(fmt::format("--transform {}: ends with ','; remove it or add an option", text));
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos)
       throw InputError(fmt::format("--transform {}: '{}' is not key=value", text, item));
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw InputError(fmt::format("--transform {}: '{}' is given twice; give each option once", text, key));
+    seen.push_back(key);
     using K = TransformSpec::Kind;
     if (s.kind == K::rht && key == "b") {
       const double b = parse_number(key, value, text);
@@ -246,7 +254,11 @@ PreparedTransform::PreparedTransform(const TransformSpec& spec, int format_block
       sorted.reserve(x.data.size());
       for (float v : x.data)
         if (std::isfinite(v)) sorted.push_back(v);
-      if (sorted.empty()) break;
+      if (sorted.empty()) {
+        // No finite value: nothing to clamp. X stays as it is, the residual is 0.
+        occ_residual_.assign(x.data.size(), 0.0);
+        break;
+      }
       std::sort(sorted.begin(), sorted.end());
       // The bounds are rounded to fp32, the operand's type, so that clamping in
       // double gives the operand itself and X - clamp(X) is exact in double.

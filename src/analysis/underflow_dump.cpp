@@ -78,25 +78,45 @@ TensorRole parse_tensor_role(std::string_view name) {
 std::vector<const Recipe*> study_recipes(const std::vector<std::string>& formats,
                                          const std::vector<std::string>& recipes, std::string_view scale_rule) {
   if (!scale_rule.empty() && scale_rule != "ocp" && scale_rule != "ceil")
-    throw InputError(fmt::format("--scale-rule '{}' is unknown; use ocp (mxfp4.ocp) or ceil (mxfp4.ceil)", scale_rule));
+    throw InputError(fmt::format("--scale-rule '{}' is unknown; use ocp (mxfp4.ocp) or ceil (2^ceil(log2(amax/6)), "
+                                 "mxfp4.rceil)",
+                                 scale_rule));
+  std::vector<Format> selected;
+  for (const std::string& name : formats) {
+    const auto f = parse_format(name);
+    if (!f) throw InputError(fmt::format("--format '{}' is unknown; use hif4, mxfp4 or nvfp4", name));
+    selected.push_back(*f);
+  }
   std::vector<const Recipe*> out;
   for (const std::string& id : recipes) {
     const Recipe* r = find_recipe(id);
     if (!r)
       if (auto f = parse_format(id)) r = &default_recipe(*f);
     if (!r) throw InputError(fmt::format("--recipe '{}' is unknown; see `fp4emu formats`", id));
+    // Both given: the recipes must lie in the formats, or --format would be dropped.
+    if (!selected.empty() && std::find(selected.begin(), selected.end(), r->format) == selected.end())
+      throw InputError(fmt::format("--recipe {} belongs to {}, which --format does not select; give --recipe alone, "
+                                   "or add {} to --format",
+                                   r->id, format_name(r->format), format_name(r->format)));
+    if (std::find(out.begin(), out.end(), r) != out.end())
+      throw InputError(fmt::format("--recipe names {} twice ('{}'); name each recipe once", r->id, id));
     out.push_back(r);
   }
-  if (!out.empty()) return out;
-  const std::vector<std::string> names = formats.empty() ? std::vector<std::string>{"hif4", "mxfp4", "nvfp4"} : formats;
-  for (const std::string& name : names) {
-    const auto f = parse_format(name);
-    if (!f) throw InputError(fmt::format("--format '{}' is unknown; use hif4, mxfp4 or nvfp4", name));
+  if (!out.empty()) {
+    if (!scale_rule.empty())
+      throw InputError("--scale-rule picks the MXFP4 recipe when --recipe does not; give one or the other (ocp is "
+                       "mxfp4.ocp, ceil is mxfp4.rceil)");
+    return out;
+  }
+  if (selected.empty()) selected = {Format::hif4, Format::mxfp4, Format::nvfp4};
+  if (!scale_rule.empty() && std::find(selected.begin(), selected.end(), Format::mxfp4) == selected.end())
+    throw InputError(fmt::format("--scale-rule {} applies to mxfp4, which --format does not select", scale_rule));
+  for (const Format f : selected) {
     // analysis.md's "ceil" rule, 2^ceil(log2(amax / 6)) (no block maximum
     // saturates), is NVIDIA's RCEIL recipe; torchao's CEIL (ceil(log2 amax) - 2)
     // is another rule, available as --recipe mxfp4.ceil.
-    if (*f == Format::mxfp4 && scale_rule == "ceil") out.push_back(find_recipe("mxfp4.rceil"));
-    else out.push_back(&default_recipe(*f));
+    if (f == Format::mxfp4 && scale_rule == "ceil") out.push_back(find_recipe("mxfp4.rceil"));
+    else out.push_back(&default_recipe(f));
   }
   return out;
 }

@@ -3,10 +3,14 @@
 // registered from main.cpp.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fp4emu/quant/quantize.hpp"
 
@@ -15,10 +19,57 @@ namespace fp4emu::cli {
 // A subcommand's work, run after parsing; returns the exit code.
 using Action = std::function<int()>;
 
+// The whole command line: every command and option, as main() runs it and as
+// the tests enumerate it (tests/cli_hostile_test.cpp tries every option).
+struct CliApp {
+  CLI::App app{"fp4emu: bit-exact emulator and reference for HiF4, MXFP4 and NVFP4 block formats"};
+  Action action;  // set by the parsed command's callback
+};
+std::unique_ptr<CliApp> build_app();
+// Parses argv and runs the command: exit 0 success, 1 verification mismatch,
+// 2 bad usage or input, 3 internal error.
+int run_main(int argc, char** argv);
+
+// ---- option values -------------------------------------------------------------
+// Every numeric option goes through one of these checks: the whole text must
+// be a number in range (no empty value, junk, NaN or Inf; no silent wrap of a
+// negative value into an unsigned one). The message names the option (CLI11
+// prefixes it) and the accepted range.
+CLI::Validator integer_in(int64_t lo, int64_t hi, std::string hint = {});
+CLI::Validator any_seed();  // 0..2^64-1
+// A finite real in [lo, hi] (an open end excludes the bound); `fp32`: also
+// finite once rounded to fp32, for options stored as float.
+struct RealRange {
+  double lo, hi;
+  bool lo_open = false, hi_open = false;
+  bool fp32 = false;
+};
+CLI::Validator real_in(RealRange range, std::string hint = {});
+// --axis: a block axis, negative from the end (the input's rank is checked later).
+CLI::Validator axis_range();
+
+// --threads, one rule for every command: 0 (the default) is every hardware
+// thread (OpenMP's default: OMP_NUM_THREADS when set), else 1..kMaxThreads.
+// The cap: each OpenMP thread gets its own stack, so a count far beyond any
+// machine's cores only exhausts memory (100000 threads crash the runtime);
+// no CPU fp4emu runs on has more than 1024 hardware threads.
+inline constexpr int kMaxThreads = 1024;
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& description);
+
+// List options: comma-separated items (`split`) or one item per use of the
+// option; every item non-empty and given once.
+CLI::Option* add_list_option(CLI::App* cmd, const std::string& name, std::vector<std::string>& items,
+                             const std::string& description, bool split);
+
+// Refuses an output that is the same file as one of the inputs (same inode,
+// after symlinks and hard links), so no command overwrites what it reads.
+void check_not_an_input(const std::filesystem::path& output, const std::string& label,
+                        std::initializer_list<std::filesystem::path> inputs);
+
 // --impl / --threads: which implementation runs, on how many threads.
 struct ExecFlags {
   std::string impl;  // auto | reference | fast (empty: auto)
-  int threads = 0;   // 0: OMP_NUM_THREADS, else every core
+  int threads = 0;   // see add_threads_option
 };
 void add_exec_flags(CLI::App* cmd, ExecFlags& flags);
 DequantOptions to_dequant_options(const ExecFlags& flags);

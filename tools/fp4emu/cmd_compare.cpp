@@ -212,9 +212,7 @@ std::string csv_row(const std::string& scope, const std::string& file, const std
 // Fails before the work, not after it, when an output cannot be written there.
 void check_output(const std::string& path, const std::string& flag, const std::string& input) {
   if (path.empty()) return;
-  std::error_code ec;
-  if (std::filesystem::equivalent(path, input, ec))
-    throw InputError(fmt::format("{} '{}' is the input file; give another output path", flag, path));
+  check_not_an_input(path, flag, {input});
   io::check_output_path(path, flag);
 }
 
@@ -381,15 +379,14 @@ void add_compare(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "compare", "Fake-quantize each tensor of a dump with several formats/recipes and tabulate what they lose");
   cmd->add_option("FILE", args->in, "Input: .safetensors (F32/F16/BF16 tensors) or .npy")->required();
-  cmd->add_option("--tensor,-t", args->tensors,
-                  "Tensor name or glob, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: all)")
-      ->allow_extra_args(false);
-  cmd->add_option("--format,-f", args->formats, "Formats, comma-separated (default: hif4,mxfp4,nvfp4)")->delimiter(',');
-  cmd->add_option("--recipe,-r", args->recipes,
+  add_list_option(cmd, "--tensor,-t", args->tensors,
+                  "Tensor name or glob, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: all)", false);
+  add_list_option(cmd, "--format,-f", args->formats, "Formats, comma-separated (default: hif4,mxfp4,nvfp4)", true);
+  add_list_option(cmd, "--recipe,-r", args->recipes,
                   "Recipe ids, comma-separated; a format name is its default recipe; 'all' is every recipe of "
-                  "the selected formats (default: each format's default)")
-      ->delimiter(',');
-  cmd->add_option("--axis", args->axis, "Block axis (negative counts from the end)")->default_val(-1);
+                  "the selected formats (default: each format's default)",
+                  true);
+  cmd->add_option("--axis", args->axis, "Block axis (negative counts from the end)")->default_val(-1)->check(axis_range());
   cmd->add_option("--tail", args->tail, "Axis length not a multiple of the block: pad | error (default: each recipe's)");
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write every number as JSON to this file");

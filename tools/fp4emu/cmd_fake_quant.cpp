@@ -17,6 +17,7 @@ int run(const Args& a) {
   const QuantOptions options = to_quant_options(a.flags);
   if (std::filesystem::path(a.out).extension() != ".npy")
     throw InputError(fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", a.out));
+  check_not_an_input(a.out, "output", {a.in});
   QuantOptions o = options;
   const Tensor x = load_tensor(a.in, &o.input_dtype);
   const Tensor y = fake_quant(x, o);

@@ -34,6 +34,7 @@ int run(bool json) {
         if (r.format != f.format) continue;
         recipes.push_back({{"id", r.id},
                            {"default", r.is_default},
+                           {"bits_version", r.bits_version},
                            {"summary", r.summary},
                            {"spec", r.spec_ref},
                            {"element_rounding", to_string(r.element_rounding)},
@@ -55,11 +56,12 @@ int run(bool json) {
     fmt::print("{} (block {}): {}\n", format_name(f.format), block_size(f.format), f.description);
     for (const Recipe& r : all_recipes()) {
       if (r.format != f.format) continue;
-      fmt::print("  {:<20} {:<9} {}\n", r.id, r.is_default ? "[default]" : "", r.summary);
+      fmt::print("  {:<20} {:<9} bits v{:<3} {}\n", r.id, r.is_default ? "[default]" : "", r.bits_version, r.summary);
     }
     fmt::print("\n");
   }
-  fmt::print("Details of each recipe: docs/formats.md. Machine-readable: fp4emu formats --json\n");
+  fmt::print("Details of each recipe: docs/formats.md; \"bits vN\" changes whenever any output bit of the recipe "
+             "changes (CHANGELOG.md). Machine-readable: fp4emu formats --json\n");
   return 0;
 }
 

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <limits>
 #include <optional>
+#include <utility>
 
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
@@ -94,6 +96,25 @@ int run(const Args& a) {
   if (any_npy_quantized && a.format.empty() && a.recipe.empty())
     throw InputError("no format given: use --format hif4|mxfp4|nvfp4 (or --recipe ID) to quantize the .npy operands");
 
+  // Quantization options apply only to operands quantized here; given for
+  // packed (or dense) operands they would be silently ignored.
+  const bool quantize_a = !is_packed_file(a.a) && !dense_a, quantize_b = !is_packed_file(a.b) && !dense_b;
+  if (!quantize_a && !quantize_b) {
+    for (const auto& [flag, value] : {std::pair{"--recipe", &a.recipe}, {"--recipe-b", &a.recipe_b},
+                                      {"--round", &a.round}, {"--tail", &a.tail}})
+      if (!value->empty())
+        throw InputError(fmt::format("{} applies to .npy operands quantized here, but neither A nor B is one (packed "
+                                     "operands keep the recipe, rounding and tail they were quantized with); leave "
+                                     "{} out",
+                                     flag, flag));
+  }
+  if (!quantize_b && !a.recipe_b.empty())
+    throw InputError(fmt::format("--recipe-b applies to a .npy B quantized here, but B ({}) is {}; leave --recipe-b out",
+                                 a.b, dense_b ? "kept dense" : "packed"));
+  if (!quantize_a && quantize_b && !a.recipe_b.empty() && !a.recipe.empty())
+    throw InputError("--recipe applies to A (and to B without --recipe-b), but A is not quantized here and B has "
+                     "--recipe-b; give only --recipe-b");
+
   const std::string out_ext = std::filesystem::path(a.out).extension().string();
   const bool quantize_out = !a.out_format.empty() || !a.out_recipe.empty();
   if (out_ext == ".safetensors" && !quantize_out)
@@ -103,6 +124,7 @@ int run(const Args& a) {
     throw InputError(fmt::format("output {}: gemm writes C as .npy (fp32) or, with --out-format, as a packed "
                                  ".safetensors file",
                                  a.out));
+  check_not_an_input(a.out, "output C", {a.a, a.b});
 
   const LoadedOperand lhs = load_operand(a, a.a, 'A', a.recipe);
   const LoadedOperand rhs = load_operand(a, a.b, 'B', a.recipe_b.empty() ? a.recipe : a.recipe_b);
@@ -140,14 +162,16 @@ void add_gemm(CLI::App& app, Action& action) {
                   "Accumulation model: exact | block_fp32 | fma_fp32 | fast (fast is not bit-reproducible)")
       ->required();
   cmd->add_option("--blocks-per-step", args->blocks_per_step,
-                  "block_fp32: blocks summed exactly before each fp32 add (an MMA step; default 1)");
-  cmd->add_option("--alpha", args->alpha, "Epilogue scale (NVFP4: folded with the per-tensor scales, TE's formula)");
+                  "block_fp32: blocks summed exactly before each fp32 add (an MMA step; default 1)")
+      ->check(integer_in(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--alpha", args->alpha, "Epilogue scale (NVFP4: folded with the per-tensor scales, TE's formula)")
+      ->check(real_in({-std::numeric_limits<float>::max(), std::numeric_limits<float>::max(), false, false, true}));
   cmd->add_option("--dense", args->dense, "Keep operand A or B unquantized (mixed precision, e.g. W4A16: --dense A)");
   cmd->add_option("--out-format", args->out_format, "Quantize C along its last axis to this format");
   cmd->add_option("--out-recipe", args->out_recipe, "Recipe for --out-format");
   cmd->add_option("--tail", args->tail, "k not a multiple of the block: pad | error (default: the recipe's)");
   cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
-  cmd->add_option("--threads", args->threads, "Threads (default: all)");
+  add_threads_option(cmd, args->threads, "Threads");
   cmd->add_option("--impl", args->impl, "simd (default) or scalar: the single-threaded reference form, same bits");
   cmd->footer(
       "Example: fp4emu gemm x.npy w.npy y.npy --format nvfp4 --recipe nvfp4.te --model block_fp32 "

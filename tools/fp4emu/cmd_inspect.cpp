@@ -62,9 +62,7 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 int run(const Args& a) {
   check_progress_mode(a.progress);
   if (!a.json_out.empty()) {
-    std::error_code ec;
-    if (std::filesystem::equivalent(a.json_out, a.in, ec))
-      throw InputError(fmt::format("--json '{}' is the input file; give another output path", a.json_out));
+    check_not_an_input(a.json_out, "--json", {a.in});
     io::check_output_path(a.json_out, "--json");
   }
   const io::TensorFile file(a.in);
@@ -151,8 +149,7 @@ void add_inspect(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("inspect", "List the tensors of a .safetensors or .npy file with value statistics");
   cmd->add_option("FILE", args->in, "Input: .safetensors or .npy")->required();
-  cmd->add_option("--tensor,-t", args->tensors, "Tensor name or glob (repeatable; default: all)")
-      ->allow_extra_args(false);
+  add_list_option(cmd, "--tensor,-t", args->tensors, "Tensor name or glob (repeatable; default: all)", false);
   cmd->add_flag("--header-only", args->header_only, "Names, dtypes, shapes and sizes only; do not read the data");
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write the listing as JSON to this file");

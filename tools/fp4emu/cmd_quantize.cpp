@@ -18,6 +18,7 @@ int run_quantize(const QuantizeArgs& a) {
   QuantOptions o = to_quant_options(a.flags);
   if (std::filesystem::path(a.out).extension() != ".safetensors")
     throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors", a.out));
+  check_not_an_input(a.out, "output", {a.in});
   const Tensor x = load_tensor(a.in, &o.input_dtype);
   write_packed(a.out, quantize(x, o));
   return 0;
@@ -31,6 +32,7 @@ struct DequantizeArgs {
 int run_dequantize(const DequantizeArgs& a) {
   if (std::filesystem::path(a.out).extension() != ".npy")
     throw InputError(fmt::format("output {}: dequantize writes .npy; name the output file *.npy", a.out));
+  check_not_an_input(a.out, "output", {a.in});
   const Tensor y = dequantize(read_packed(a.in), to_dequant_options(a.exec));
   io::write_npy(a.out, io::from_f32(y.shape, y.data));
   return 0;

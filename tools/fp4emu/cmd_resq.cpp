@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -105,7 +106,13 @@ int run(const Args& a) {
     }
   }
   std::vector<SparsityPattern> patterns;
-  for (const std::string& p : names) patterns.push_back(parse_pattern(p, a.density, a.seed));
+  for (const std::string& p : names) {
+    patterns.push_back(parse_pattern(p, a.density, a.seed));
+    for (size_t k = 0; k + 1 < patterns.size(); ++k)
+      if (patterns[k].name == patterns.back().name)
+        throw InputError(fmt::format("--pattern names {} twice ('{}' and '{}'); name each pattern once",
+                                     patterns.back().name, names[k], p));
+  }
   ResqOptions opt;
   if (a.order == "qs") opt.order = ResqOrder::qs;
   else if (a.order == "sq") opt.order = ResqOrder::sq;
@@ -286,27 +293,35 @@ void add_resq(CLI::App& app, Action& action) {
                                           "and output errors, deletion measures, cost model (analysis.md §2, §4)");
   cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
       ->required();
-  cmd->add_option("--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)");
+  add_list_option(cmd, "--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)",
+                  false);
   cmd->add_option("--weights,-w", args->weights,
                   "Weights dump ('<layer>.<proj>.weight', n x d); default: seeded synthetic N(0, 1/d) weights");
-  cmd->add_option("--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)")
-      ->delimiter(',');
-  cmd->add_option("--recipe,-r", args->recipes, "Recipe ids instead of --format")->delimiter(',');
-  cmd->add_option("--scale-rule", args->scale_rule, "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
+  add_list_option(cmd, "--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)",
+                  true);
+  add_list_option(cmd, "--recipe,-r", args->recipes,
+                  "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
+  cmd->add_option("--scale-rule", args->scale_rule,
+                  "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
   cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
-  cmd->add_option("--pattern,--patterns,-p", args->patterns,
+  add_list_option(cmd, "--pattern,--patterns,-p", args->patterns,
                   fmt::format("Sparsity patterns (default: {}); also any N:M (N < M <= 16), channelP, rowP, "
                               "unstructuredP, randomP, blockRxC",
-                              kDefaultPatterns))
-      ->delimiter(',');
+                              kDefaultPatterns),
+                  true);
   cmd->add_option("--density", args->density, "Kept fraction of patterns without a percent (blockRxC, channel...)")
-      ->default_val(0.5);
+      ->default_val(0.5)
+      ->check(real_in({0, 1, true, true}, "a kept fraction strictly between 0 and 1"));
   cmd->add_option("--order", args->order, "qs: S(Q(dX)) (the paper's) | sq: Q(S(dX))")->default_val("qs");
   cmd->add_option("--transform", args->transform,
                   "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP], applied to X and W")
       ->default_val("none");
-  cmd->add_option("--n", args->n, "Rows of the synthetic weights")->default_val(256);
-  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights and of random patterns")->default_val(0);
+  cmd->add_option("--n", args->n, "Rows of the synthetic weights")
+      ->default_val(256)
+      ->check(integer_in(1, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights and of random patterns")
+      ->default_val(0)
+      ->check(any_seed());
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   cmd->footer("Example: fp4emu resq data/sample_dump.safetensors --format hif4,mxfp4 --pattern dense,2:4,4:8,channel50 "
               "--out resq/");

@@ -3,6 +3,8 @@
 // and written one at a time, so the dump may be larger than memory.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "cli.hpp"
 #include "fp4emu/analysis/sample.hpp"
 #include "fp4emu/error.hpp"
@@ -58,15 +60,24 @@ void add_sample(CLI::App& app, Action& action) {
       "sample", "Write a seeded synthetic dump of LLM-like linear-layer inputs (bf16 .safetensors)");
   cmd->add_option("OUT", args->out, "Output .safetensors file")->required();
   cmd->add_option("--seed", args->options.seed, "Random seed; the same options give the same bytes")
-      ->default_val(d.seed);
-  cmd->add_option("--layers", args->options.layers, "Transformer layers (4 tensors each)")->default_val(d.layers);
-  cmd->add_option("--tokens", args->options.tokens, "Rows of every tensor (tokens)")->default_val(d.tokens);
-  cmd->add_option("--hidden", args->options.hidden, "Width of qkv_in, o_in, gateup_in")->default_val(d.hidden);
+      ->default_val(d.seed)
+      ->check(any_seed());
+  // The integers' ranges are checked by check_sample_options (sample.hpp).
+  const CLI::Validator integer = integer_in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  cmd->add_option("--layers", args->options.layers, "Transformer layers (4 tensors each)")
+      ->default_val(d.layers)
+      ->check(integer);
+  cmd->add_option("--tokens", args->options.tokens, "Rows of every tensor (tokens)")->default_val(d.tokens)->check(integer);
+  cmd->add_option("--hidden", args->options.hidden, "Width of qkv_in, o_in, gateup_in")
+      ->default_val(d.hidden)
+      ->check(integer);
   cmd->add_option("--intermediate", args->options.intermediate,
-                  "Width of down_in (default: 8/3 hidden rounded up to a multiple of 64)");
+                  "Width of down_in (default: 8/3 hidden rounded up to a multiple of 64)")
+      ->check(integer);
   cmd->add_option("--outliers", args->options.outliers,
                   "Persistent hot channels in the hidden dims (and as many in the intermediate dims)")
-      ->default_val(d.outliers);
+      ->default_val(d.outliers)
+      ->check(integer);
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
   cmd->footer(

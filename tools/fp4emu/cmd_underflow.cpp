@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -415,25 +416,41 @@ void add_underflow(CLI::App& app, Action& action) {
                                                "block, token and channel, with heatmaps (analysis.md §1)");
   cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
       ->required();
-  cmd->add_option("--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)");
-  cmd->add_option("--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)")
-      ->delimiter(',');
-  cmd->add_option("--recipe,-r", args->recipes, "Recipe ids instead of --format (see `fp4emu formats`)")
-      ->delimiter(',');
-  cmd->add_option("--scale-rule", args->scale_rule, "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
+  add_list_option(cmd, "--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)",
+                  false);
+  add_list_option(cmd, "--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)",
+                  true);
+  add_list_option(cmd, "--recipe,-r", args->recipes,
+                  "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
+  cmd->add_option("--scale-rule", args->scale_rule,
+                  "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
   cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
-  cmd->add_option("--transform", args->transforms,
+  add_list_option(cmd, "--transform", args->transforms,
                   "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP] | occ[:q=Q] "
-                  "(repeatable: one panel per format x transform)");
+                  "(repeatable: one panel per format x transform)",
+                  false);
   cmd->add_option("--weights", args->weights, "Weights dump for SmoothQuant (default: seeded synthetic weights)");
-  cmd->add_option("--n", args->n, "Rows of the synthetic weights")->default_val(256);
-  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights")->default_val(0);
-  cmd->add_option("--tau-abs", args->uf.tau_abs, "Outlier rule (a): block holds |x| >= this")->default_val(6.0);
-  cmd->add_option("--tau-rel", args->uf.tau_rel, "Outlier rule (b): amax_B >= this x median amax_B")->default_val(8.0);
-  cmd->add_option("--tau-uf", args->uf.tau_uf, "Outlier rule (c): UR_B >= this")->default_val(0.5);
+  cmd->add_option("--n", args->n, "Rows of the synthetic weights")
+      ->default_val(256)
+      ->check(integer_in(1, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--seed", args->seed, "Seed of the synthetic weights")->default_val(0)->check(any_seed());
+  // A threshold on |x| or on a ratio of amaxes: any finite value >= 0; UR_B is a
+  // fraction, so its threshold lies in [0, 1].
+  const double max = std::numeric_limits<double>::max();
+  cmd->add_option("--tau-abs", args->uf.tau_abs, "Outlier rule (a): block holds |x| >= this")
+      ->default_val(6.0)
+      ->check(real_in({0, max}));
+  cmd->add_option("--tau-rel", args->uf.tau_rel, "Outlier rule (b): amax_B >= this x median amax_B")
+      ->default_val(8.0)
+      ->check(real_in({0, max}));
+  cmd->add_option("--tau-uf", args->uf.tau_uf, "Outlier rule (c): UR_B >= this (a fraction, 0..1)")
+      ->default_val(0.5)
+      ->check(real_in({0, 1}));
   cmd->add_option("--detail", args->detail, "Tensor for the detail heatmap; auto (highest UR) or none")
       ->default_val("auto");
-  cmd->add_option("--detail-rows", args->detail_rows, "Token bins of the detail heatmap at most")->default_val(256);
+  cmd->add_option("--detail-rows", args->detail_rows, "Token bins of the detail heatmap at most")
+      ->default_val(256)
+      ->check(integer_in(1, 1 << 16));
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   cmd->footer("Example: fp4emu underflow data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
               "--format mxfp4,nvfp4 --transform none --transform rht --out uf/");

@@ -1,18 +1,146 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/printable.hpp"
 
 namespace fp4emu::cli {
+
+// ---- option values -------------------------------------------------------------
+
+namespace {
+
+// The value as it may be echoed: escaped, and short.
+std::string shown(const std::string& text) { return "'" + io::printable(text, 40) + "'"; }
+
+std::string with_hint(const std::string& message, const std::string& hint) {
+  return hint.empty() ? message : message + " (" + hint + ")";
+}
+
+template <class T>
+bool parse_whole(const std::string& text, T& value) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+CLI::Validator integer_in(int64_t lo, int64_t hi, std::string hint) {
+  return CLI::Validator(
+      [lo, hi, hint](std::string& text) -> std::string {
+        const std::string range = fmt::format("use an integer in {}..{}", lo, hi);
+        if (text.empty()) return with_hint("the value is empty; " + range, hint);
+        int64_t v = 0;
+        if (!parse_whole(text, v)) {
+          // Digits only, but beyond int64: out of range rather than junk.
+          const bool digits = text.find_first_not_of("-0123456789") == std::string::npos &&
+                              text.find_first_of("0123456789") != std::string::npos;
+          return with_hint(fmt::format("{} is {}; {}", shown(text), digits ? "out of range" : "not an integer", range),
+                           hint);
+        }
+        if (v < lo || v > hi) return with_hint(fmt::format("{} is out of range; {}", v, range), hint);
+        return {};
+      },
+      fmt::format("INT in [{} - {}]", lo, hi));
+}
+
+CLI::Validator any_seed() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string range = "use an integer in 0..18446744073709551615 (2^64 - 1)";
+        if (text.empty()) return "the value is empty; " + range;
+        uint64_t v = 0;
+        if (text[0] == '-' || !parse_whole(text, v))
+          return fmt::format("{} is not a seed; {}", shown(text), range);
+        return {};
+      },
+      "UINT64");
+}
+
+CLI::Validator real_in(RealRange r, std::string hint) {
+  return CLI::Validator(
+      [r, hint](std::string& text) -> std::string {
+        const std::string range = fmt::format("use a finite number in {}{:g}, {:g}{}", r.lo_open ? "(" : "[", r.lo,
+                                              r.hi, r.hi_open ? ")" : "]");
+        if (text.empty()) return with_hint("the value is empty; " + range, hint);
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])))
+          return with_hint(fmt::format("{} is not a number; {}", shown(text), range), hint);
+        if (!std::isfinite(v) || (r.fp32 && !std::isfinite(static_cast<float>(v))))
+          return with_hint(fmt::format("{} is not finite{}; {}", shown(text), r.fp32 ? " in fp32" : "", range),
+                           hint);
+        if (v < r.lo || v > r.hi || (r.lo_open && v == r.lo) || (r.hi_open && v == r.hi))
+          return with_hint(fmt::format("{} is out of range; {}", shown(text), range), hint);
+        return {};
+      },
+      "FLOAT");
+}
+
+CLI::Validator axis_range() {
+  return integer_in(-64, 63, "negative counts from the end; the input's rank bounds it further");
+}
+
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& description) {
+  return cmd
+      ->add_option("--threads", threads,
+                   fmt::format("{} (0, the default: every hardware thread, or OMP_NUM_THREADS; at most {})",
+                               description, kMaxThreads))
+      ->default_val(0)
+      ->check(integer_in(0, kMaxThreads, "0 is every hardware thread"));
+}
+
+CLI::Option* add_list_option(CLI::App* cmd, const std::string& name, std::vector<std::string>& items,
+                             const std::string& description, bool split) {
+  // CLI11's own splitting drops empty items and reads "[a,b]" as a list; the
+  // items are split here instead, so that `--format hif4,,mxfp4` is refused
+  // and a glob such as '[]' stays one value.
+  const std::string flag = name.substr(0, name.find(','));
+  auto store = [&items, flag, split](const std::vector<std::string>& values) {
+    items.clear();
+    for (const std::string& value : values) {
+      size_t start = 0;
+      while (true) {
+        const size_t comma = split ? value.find(',', start) : std::string::npos;
+        std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty())
+          throw CLI::ValidationError(flag, fmt::format("{} has an empty item; name each item once, separated by commas",
+                                                       shown(value)));
+        if (std::find(items.begin(), items.end(), item) != items.end())
+          throw CLI::ValidationError(flag, fmt::format("{} is given twice; name each item once", shown(item)));
+        items.push_back(std::move(item));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+  };
+  return cmd->add_option_function<std::vector<std::string>>(name, store, description)->allow_extra_args(false);
+}
+
+void check_not_an_input(const std::filesystem::path& output, const std::string& label,
+                        std::initializer_list<std::filesystem::path> inputs) {
+  for (const std::filesystem::path& input : inputs) {
+    if (input.empty()) continue;
+    std::error_code ec;  // an output that does not exist yet is no input
+    if (std::filesystem::equivalent(output, input, ec))
+      throw InputError(fmt::format("{} '{}' is the same file as the input '{}'; give another output path", label,
+                                   io::printable(output.string()), io::printable(input.string())));
+  }
+}
 
 void add_exec_flags(CLI::App* cmd, ExecFlags& f) {
   cmd->add_option("--impl", f.impl,
                   "Implementation: auto (fast SIMD path where it covers the recipe, else the reference), "
                   "reference, or fast (error where it does not cover the recipe)");
-  cmd->add_option("--threads", f.threads, "Threads for the fast path (0: OMP_NUM_THREADS, else every core)")
-      ->default_val(0)
-      ->check(CLI::NonNegativeNumber);
+  add_threads_option(cmd, f.threads, "Threads for the fast path");
 }
 
 namespace {
@@ -34,10 +162,12 @@ DequantOptions to_dequant_options(const ExecFlags& f) {
 void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
   cmd->add_option("--format,-f", f.format, "Format: hif4, mxfp4 or nvfp4 (default recipe unless --recipe)");
   cmd->add_option("--recipe,-r", f.recipe, "Recipe id, e.g. hif4.a6 or a6 with --format hif4 (see `fp4emu formats`)");
-  cmd->add_option("--axis", f.axis, "Block axis (negative counts from the end)")->default_val(-1);
+  cmd->add_option("--axis", f.axis, "Block axis (negative counts from the end)")->default_val(-1)->check(axis_range());
   cmd->add_option("--tail", f.tail, "Axis length not a multiple of the block: pad | error (default: the recipe's)");
   cmd->add_option("--round", f.round, "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero");
-  cmd->add_option("--global-amax", f.global_amax, "NVFP4: per-tensor amax to use instead of the input's");
+  cmd->add_option("--global-amax", f.global_amax,
+                  "NVFP4: per-tensor amax to use instead of the input's (0, or at least 2688/FLT_MAX ~ 7.9e-36)")
+      ->check(real_in({0, std::numeric_limits<float>::max(), false, false, true}));
   if (with_packing) {
     cmd->add_option("--nibble-order", f.nibble_order, "low_first | high_first | split_half (default: the recipe's)");
     cmd->add_option("--scale-bit-order", f.scale_bit_order, "HiF4 L2/L3 bits: lsb_first | msb_first (default: the recipe's)");
@@ -84,6 +214,15 @@ QuantOptions to_quant_options(const QuantFlags& f) {
       throw InputError(fmt::format("--scale-bit-order '{}' is unknown; use lsb_first or msb_first",
                                    f.scale_bit_order));
   }
+  // Below 2688/FLT_MAX the encode scale S_enc = 2688/G is not finite in fp32:
+  // every block scale saturates and the outputs shrink by ~1e30 (the
+  // recipes clamp or guard it, each its own way). That is a wrong amax, not a
+  // choice; 0 stays valid (an all-zero tensor: S_enc = 1).
+  if (f.global_amax && *f.global_amax > 0 && !std::isfinite(2688.0f / *f.global_amax))
+    throw InputError(fmt::format("--global-amax {:g}: the per-tensor encode scale 2688/G overflows fp32 (G must be "
+                                 "0 or at least {:g}); give the tensor's amax, or leave the option out to use the "
+                                 "input's",
+                                 *f.global_amax, 2688.0 / std::numeric_limits<float>::max()));
   o.global_amax = f.global_amax;
   const DequantOptions exec = to_dequant_options(f.exec);
   o.impl = exec.impl;
@@ -94,9 +233,9 @@ QuantOptions to_quant_options(const QuantFlags& f) {
 Tensor load_tensor(const std::filesystem::path& path, InputDType* dtype) {
   const std::string ext = path.extension().string();
   if (ext != ".npy")
-    throw InputError(fmt::format("{}: expected a .npy file (fp32, bf16 or fp16); safetensors dumps are read by "
-                                 "`fp4emu compare` in a later release",
-                                 path.string()));
+    throw InputError(fmt::format("{}: expected a .npy file (fp32, bf16 or fp16); to analyse the tensors of a "
+                                 ".safetensors dump use `fp4emu compare` or `fp4emu inspect`",
+                                 io::printable(path.string())));
   const io::Array a = io::read_npy(path);
   switch (a.dtype) {
     case io::DType::f32: *dtype = InputDType::f32; break;
