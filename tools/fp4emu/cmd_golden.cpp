@@ -43,17 +43,15 @@ void add_golden(CLI::App& app, Action& action) {
   auto g = std::make_shared<GenerateArgs>();
   auto* gen = golden->add_subcommand("generate", "Write a golden suite with the reference quantizers (deterministic)");
   gen->add_option("--out", g->out, "Suite directory (created; a previous suite there is replaced)")->required();
-  gen->add_option("--formats", g->options.formats, "Formats to include: hif4,mxfp4,nvfp4 (default: all)")
-      ->delimiter(',');
-  gen->add_option("--recipes", g->options.recipes,
-                  "Recipe ids, or 'all' (default: hif4.v14,hif4.a6,mxfp4.ocp,mxfp4.rceil,nvfp4.te)")
-      ->delimiter(',');
+  add_list_option(gen, "--formats", g->options.formats, "Formats to include: hif4,mxfp4,nvfp4 (default: all)", true);
+  add_list_option(gen, "--recipes,--recipe", g->options.recipes,
+                  "Recipe ids, or 'all' (default: hif4.v14,hif4.a6,mxfp4.ocp,mxfp4.rceil,nvfp4.te)", true);
   gen->add_option("--level", g->options.level, "1 edges + small random (seconds), 2 + larger random, 3 + every bf16 "
                                                "value through every position (GBs)")
-      ->default_val(1);
-  gen->add_option("--seed", g->options.seed, "Seed of the random cases")->default_val(1);
-  gen->add_option("--threads", g->options.threads, "Threads (0: all cores); the suite's bytes do not depend on it")
-      ->default_val(0);
+      ->default_val(1)
+      ->check(integer_in(1, 3));
+  gen->add_option("--seed", g->options.seed, "Seed of the random cases")->default_val(1)->check(any_seed());
+  add_threads_option(gen, g->options.threads, "Threads; the suite's bytes do not depend on it");
   gen->footer("Example: fp4emu golden generate --out suite --recipes mxfp4.ocp,nvfp4.te --level 2 --seed 7");
   gen->callback([&action, g] { action = [g] { return run_generate(*g); }; });
 
@@ -63,7 +61,9 @@ void add_golden(CLI::App& app, Action& action) {
   ver->add_option("--suite", v->suite, "Suite directory written by `golden generate`")->required();
   ver->add_option("--candidate", v->candidate, "Directory with the kernel's outputs under the suite's file names")
       ->required();
-  ver->add_option("--max-report", v->options.max_report, "Mismatches listed in detail")->default_val(20);
+  ver->add_option("--max-report", v->options.max_report, "Mismatches listed in detail")
+      ->default_val(20)
+      ->check(integer_in(0, 1 << 30, "0 lists none"));
   ver->add_flag("--json", v->json, "Machine-readable report");
   ver->add_flag("--strict", v->options.strict,
                 "Also compare element codes (and HiF4 L2/L3 bits) of NaN-scale blocks, fp4emu's convention");
