@@ -1,6 +1,8 @@
 // `fp4emu quantize IN.npy OUT.safetensors` and `fp4emu dequantize IN.safetensors OUT.npy`.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
@@ -12,6 +14,7 @@ namespace {
 struct QuantizeArgs {
   std::string in, out;
   QuantFlags flags;
+  std::string scale_layout = "linear";
 };
 
 int run_quantize(const QuantizeArgs& a) {
@@ -20,7 +23,14 @@ int run_quantize(const QuantizeArgs& a) {
     throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors", a.out));
   check_not_an_input(a.out, "output", {a.in});
   const Tensor x = load_tensor(a.in, &o.input_dtype);
-  write_packed(a.out, quantize(x, o));
+  const PackedTensor p = quantize(x, o);
+  // The scales in the layout the kernel reads (scale_layout.hpp has the byte maps).
+  const std::optional<StoredScaleLayout> layout = parse_stored_scale_layout(a.scale_layout);
+  if (!layout || !layout_applies(*layout, p.format))
+    throw InputError(fmt::format("--scale-layout '{}' {}; {} scales take linear or {}", a.scale_layout,
+                                 layout ? "does not apply to " + std::string(format_name(p.format)) : "is unknown",
+                                 format_name(p.format), p.format == Format::hif4 ? "hif4_cube" : "swizzled_128x4"));
+  write_packed(a.out, p, *layout);
   return 0;
 }
 
@@ -47,7 +57,12 @@ void add_quantize(CLI::App& app, Action& action) {
   cmd->add_option("OUT", args->out, "Output .safetensors with tensors codes, scales (and global_scale for NVFP4)")
       ->required();
   add_quant_flags(cmd, args->flags, true);
-  cmd->footer("Example: fp4emu quantize w.npy w.safetensors --format hif4 --recipe amct");
+  cmd->add_option("--scale-layout", args->scale_layout,
+                  "Layout of the stored scales: linear (row-major [rows, blocks], the default), swizzled_128x4 "
+                  "(MXFP4/NVFP4: the Blackwell block-scaled GEMM layout) or hif4_cube (HiF4: the Ascend Cube "
+                  "layout); dequantize reads every layout");
+  cmd->footer("Example: fp4emu quantize w.npy w.safetensors --format hif4 --recipe amct\n"
+              "         fp4emu quantize x.npy x.safetensors --format nvfp4 --axis 1 --scale-layout swizzled_128x4");
   cmd->callback([&action, args] { action = [args] { return run_quantize(*args); }; });
 }
 
