@@ -597,6 +597,35 @@ TEST(GemmSignOfZero, AllNegativeZeroProducts) {
   }
 }
 
+TEST(GemmSignOfZero, QuantizedNegativeZerosInEveryFormat) {
+  // A = [1, −tiny, −tiny, ...], B = [−tiny, 1, 1, ...]: −tiny quantizes to
+  // code 0x8 (−0), so every product is −0 (1·−0, −0·1): `exact` gives −0.
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14", "hif4.amct"}) {
+    const int64_t k = block_size(find_recipe(recipe)->format);  // one block: its amax is the 1
+    Tensor x, y;
+    x.shape = {1, k};
+    y.shape = {k, 1};
+    x.data.assign(k, -1e-10f);
+    y.data.assign(k, 1.0f);
+    x.data[0] = 1.0f;
+    y.data[0] = -1e-10f;
+    QuantOptions o;
+    o.recipe = recipe;
+    o.axis = 1;
+    const PackedTensor a = quantize(x, o);
+    o.axis = 0;
+    const PackedTensor b = quantize(y, o);
+    ASSERT_EQ(a.codes[0] >> 4, 0x8) << recipe;  // element 1 of A is −0
+    ASSERT_EQ(b.codes[0] & 0xF, 0x8) << recipe;  // element 0 of B is −0
+    check_packed_pair(a, b, std::string(recipe) + " −0 codes");
+    for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
+      GemmOptions g;
+      g.impl = impl;
+      EXPECT_EQ(std::bit_cast<uint32_t>(gemm(a, b, g).data[0]), 0x80000000u) << recipe;
+    }
+  }
+}
+
 TEST(GemmSignOfZero, DenseNegativeZerosAndRecipeDecoders) {
   // A dense −0 is −0; a recipe whose decoder reads code 0x8 as +0 (ggml's
   // integer table kvalues_mxfp4) gives +0 products.
