@@ -16,6 +16,7 @@
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/golden/suite.hpp"
+#include "fp4emu/io/atomic_file.hpp"
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/version.hpp"
 #include "generator.hpp"
@@ -448,6 +449,7 @@ GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& optio
   std::error_code ec;
   fs::create_directories(parent, ec);
   const fs::path stage = parent / fmt::format(".{}.tmp-golden-{}", out.filename().string(), getpid());
+  io::remove_stale_temporaries(out);  // staging folders of killed runs
   fs::remove_all(stage, ec);
   if (!fs::create_directories(stage, ec))
     throw InputError(fmt::format("--out {}: cannot create the staging directory {} ({})", out.string(),

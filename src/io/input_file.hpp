@@ -7,8 +7,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
+
+#include <sys/types.h>
 
 namespace fp4emu::io::detail {
+
+// "it is a directory", "it is a FIFO", ... for a message about st_mode.
+std::string_view file_kind(mode_t mode);
 
 class InputFile {
  public:

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "input_file.hpp"
 
 namespace fp4emu::io {
@@ -55,21 +57,48 @@ std::optional<DType> st_dtype(std::string_view s) {
   return std::nullopt;
 }
 
-// A JSON value for a message, shortened; replacement handler so that it can
-// never throw.
+// A safetensors header needs three levels (the header object, a tensor's
+// object, its shape list); a little margin, and no recursion over untrusted
+// nesting beyond it.
+constexpr int kMaxHeaderDepth = 8;
+
+// Appends a JSON value, compact, stopping once `out` is longer than `limit`;
+// strings go through printable(). Values come from HeaderSax, so the
+// recursion is bounded by kMaxHeaderDepth.
+void show_into(const json& v, std::string& out, size_t limit) {
+  if (out.size() > limit) return;
+  if (v.is_string()) {
+    out += '"' + printable(v.get_ref<const std::string&>(), limit) + '"';
+  } else if (v.is_array() || v.is_object()) {
+    out += v.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (v.is_object()) out += '"' + printable(it.key(), limit) + "\":";
+      show_into(*it, out, limit);
+    }
+    out += v.is_array() ? ']' : '}';
+  } else {
+    out += v.dump();  // a number, true, false or null: short ASCII
+  }
+}
+
+// A JSON value for a message, at most 80 bytes.
 std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  constexpr size_t kLimit = 80;
+  std::string s;
+  show_into(v, s, kLimit);
+  if (s.size() > kLimit) {
+    size_t cut = kLimit - 3;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
-// 'name', escaped as in JSON (untrusted names may hold quotes or control
-// characters).
-std::string show_name(std::string_view s) {
-  const std::string quoted = json(std::string(s)).dump(-1, ' ', false,
-                                                       json::error_handler_t::replace);
-  return fmt::format("'{}'", std::string_view(quoted).substr(1, quoted.size() - 2));
-}
+// 'name', with untrusted bytes escaped.
+std::string show_name(std::string_view s) { return fmt::format("'{}'", printable(s)); }
 
 bool looks_like_pytorch(const uint8_t* head, size_t n) {
   if (n >= 2 && head[0] == 'P' && head[1] == 'K') return true;          // zip (torch >= 1.6)
@@ -85,9 +114,106 @@ struct Entry {
   uint64_t end;
 };
 
+// Parses the header with nlohmann's SAX interface rather than into one DOM:
+// nesting is refused past kMaxHeaderDepth before it can recurse anywhere; a
+// key repeated inside one object is caught (the DOM parser keeps one of the
+// two silently) in O(log n); and each top-level entry is handed to `on_entry`
+// as soon as it is complete, so a header of millions of tensors is never one
+// tree in memory.
+class HeaderSax {
+ public:
+  using OnEntry = std::function<void(std::string&&, json&&)>;
+  explicit HeaderSax(OnEntry on_entry) : on_entry_(std::move(on_entry)) {}
+
+  bool null() { return add(json(nullptr)); }
+  bool boolean(bool v) { return add(json(v)); }
+  bool number_integer(json::number_integer_t v) { return add(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return add(json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return add(json(v)); }
+  bool string(json::string_t& v) { return add(json(std::move(v))); }
+  bool binary(json::binary_t& v) { return add(json(std::move(v))); }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(json::string_t& k) {
+    Frame& f = stack_.back();
+    if (!f.streaming && f.value.contains(k)) {
+      duplicate_ = std::move(k);
+      return false;
+    }
+    f.key = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    parse_error_ = e.what();
+    return false;
+  }
+
+  bool too_deep() const { return too_deep_; }
+  const std::optional<std::string>& duplicate() const { return duplicate_; }
+  const std::string& parse_error() const { return parse_error_; }
+  bool root_is_object() const { return root_is_object_; }
+  const json& root() const { return root_; }  // the header when it is not an object
+
+ private:
+  struct Frame {
+    json value;
+    std::string key;         // of the value being read, in an object
+    bool streaming = false;  // the top-level object: entries go to on_entry_
+  };
+
+  bool open(json&& empty) {
+    if (stack_.size() >= static_cast<size_t>(kMaxHeaderDepth)) {
+      too_deep_ = true;
+      return false;
+    }
+    const bool streaming = stack_.empty() && empty.is_object();
+    root_is_object_ = root_is_object_ || streaming;
+    stack_.push_back({streaming ? json() : std::move(empty), {}, streaming});
+    return true;
+  }
+
+  bool close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    return f.streaming || add(std::move(f.value));
+  }
+
+  bool add(json&& v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return true;
+    }
+    Frame& f = stack_.back();
+    if (f.streaming) {
+      on_entry_(std::move(f.key), std::move(v));
+    } else if (f.value.is_array()) {
+      f.value.push_back(std::move(v));
+    } else {
+      f.value[f.key] = std::move(v);
+    }
+    return true;
+  }
+
+  OnEntry on_entry_;
+  std::vector<Frame> stack_;
+  json root_;
+  bool root_is_object_ = false;
+  bool too_deep_ = false;
+  std::optional<std::string> duplicate_;
+  std::string parse_error_;
+};
+
 class HeaderReader {
  public:
   HeaderReader(const std::string& file, uint64_t data_size) : file_(file), data_size_(data_size) {}
+
+  [[noreturn]] void fail_duplicate(std::string_view key) const {
+    throw InputError(fmt::format(
+        "'{}': header has the key {} twice; tensor names (and fields) must be unique", file_,
+        show_name(key)));
+  }
 
   [[noreturn]] void fail_tensor(const std::string& name, std::string_view field,
                                 std::string_view what) const {
@@ -268,54 +394,47 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path)
   std::string text(static_cast<size_t>(header_len), '\0');
   f.read(8, text.data(), text.size());
 
-  // nlohmann keeps one of two duplicate keys silently; a callback sees every
-  // key, with a set of the keys seen so far in each open object.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-          duplicate = parsed.get<std::string>();
-        }
-        break;
-      default: break;
-    }
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(text, on_event, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format(
-        "'{}': header is not valid JSON ({}); the file is corrupt or not a safetensors file",
-        file, e.what()));
-  }
-  if (!duplicate.empty()) {
-    throw InputError(fmt::format(
-        "'{}': header has the key {} twice; tensor names (and fields) must be unique", file,
-        show_name(duplicate)));
-  }
-  if (!header.is_object()) {
-    throw InputError(fmt::format(
-        "'{}': header is {}: expected a JSON object mapping tensor names to "
-        "{{\"dtype\", \"shape\", \"data_offsets\"}}",
-        file, show(header)));
-  }
-
   HeaderReader reader(file, data_size);
   std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
+  bool have_metadata = false;
+  HeaderSax sax([&](std::string&& key, json&& value) {
     if (key == kMetadataKey) {
+      if (have_metadata) reader.fail_duplicate(key);
+      have_metadata = true;
       metadata_ = reader.read_metadata(value);
     } else {
       entries.push_back(reader.read_tensor(key, value));
     }
+  });
+  if (!json::sax_parse(text, &sax)) {
+    if (sax.too_deep()) {
+      throw InputError(fmt::format(
+          "'{}': header nests lists or objects more than {} levels deep (a safetensors header "
+          "needs 3); the file is corrupt or not a safetensors file",
+          file, kMaxHeaderDepth));
+    }
+    if (sax.duplicate()) reader.fail_duplicate(*sax.duplicate());
+    throw InputError(fmt::format(
+        "'{}': header is not valid JSON ({}); the file is corrupt or not a safetensors file",
+        file, printable(sax.parse_error())));
+  }
+  if (!sax.root_is_object()) {
+    throw InputError(fmt::format(
+        "'{}': header is {}: expected a JSON object mapping tensor names to "
+        "{{\"dtype\", \"shape\", \"data_offsets\"}}",
+        file, show(sax.root())));
+  }
+  // Tensor names must be unique (nlohmann would keep one of two silently);
+  // checked sorted, in O(n log n), because headers hold millions of tensors.
+  {
+    std::vector<const std::string*> names;
+    names.reserve(entries.size());
+    for (const Entry& e : entries) names.push_back(&e.name);
+    std::sort(names.begin(), names.end(),
+              [](const std::string* a, const std::string* b) { return *a < *b; });
+    const auto same = std::adjacent_find(
+        names.begin(), names.end(), [](const std::string* a, const std::string* b) { return *a == *b; });
+    if (same != names.end()) reader.fail_duplicate(**same);
   }
 
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {

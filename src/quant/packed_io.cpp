@@ -2,11 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "fp4emu/error.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/io/safetensors.hpp"
 #include "fp4emu/version.hpp"
 
@@ -15,6 +23,13 @@ namespace {
 
 
 std::string hex_float(float v) { return fmt::format("{:a}", v); }
+
+std::optional<int64_t> parse_integer(std::string_view s) {
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return n;
+}
 
 class MetadataReader {
  public:
@@ -31,20 +46,46 @@ class MetadataReader {
   }
   [[noreturn]] void bad(const std::string& key, std::string_view expected) const {
     throw InputError(fmt::format("{}: metadata field '{}' = '{}' is invalid; expected {}", path_.string(), key,
-                                 get(key), expected));
+                                 io::printable(get(key), 80), expected));
   }
-  int64_t integer(const std::string& key) const {
-    const std::string& v = get(key);
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') bad(key, "an integer");
-    return n;
+  // Every integer field goes through here: the whole text is a decimal
+  // integer (no '+', spaces, fraction or exponent) within [lo, hi], so that
+  // "4294967297" or "3.9" cannot pass for a smaller number.
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+    const auto n = parse_integer(get(key));
+    if (!n || *n < lo || *n > hi) bad(key, fmt::format("an integer from {} to {}", lo, hi));
+    return *n;
+  }
+  // A list "[d0, d1, ...]" (the JSON the writer emits), each item as integer().
+  std::vector<int64_t> integer_list(const std::string& key, int64_t lo, int64_t hi, std::string_view expected) const {
+    std::string_view v = get(key);
+    std::vector<int64_t> out;
+    if (v.size() < 2 || v.front() != '[' || v.back() != ']') bad(key, expected);
+    v = v.substr(1, v.size() - 2);
+    const auto trim = [](std::string_view t) {
+      while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+      while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+      return t;
+    };
+    if (trim(v).empty()) return out;
+    for (;;) {
+      const size_t comma = v.find(',');
+      const auto n = parse_integer(trim(v.substr(0, comma)));
+      if (!n || *n < lo || *n > hi) bad(key, expected);
+      out.push_back(*n);
+      if (comma == std::string_view::npos) return out;
+      v.remove_prefix(comma + 1);
+    }
   }
   float hex(const std::string& key) const {
     const std::string& v = get(key);
     char* end = nullptr;
+    errno = 0;
     const float f = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end != '\0') bad(key, "a float such as 0x1.8p+3");
+    // ERANGE with an infinite result: a finite number too large for fp32.
+    if (v.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(v[0])) ||
+        (errno == ERANGE && std::isinf(f)))
+      bad(key, "an fp32 value such as 0x1.8p+3, inf or nan");
     return f;
   }
   template <class T, class Parse>
@@ -125,27 +166,24 @@ PackedTensor read_packed(const std::filesystem::path& path) {
   p.recipe_id = m.get("recipe");
   const Recipe* recipe = find_recipe(p.recipe_id);
   if (!recipe || recipe->format != p.format) m.bad("recipe", fmt::format("a {} recipe id", format_name(p.format)));
-  try {
-    const auto shape = nlohmann::json::parse(m.get("shape"));
-    p.shape = shape.get<std::vector<int64_t>>();
-  } catch (const nlohmann::json::exception&) {
-    m.bad("shape", "a JSON list of dimensions such as [256, 1024]");
-  }
-  if (p.shape.empty()) m.bad("shape", "at least one dimension");
+  constexpr int64_t kMaxElements = int64_t{1} << 50;
+  const std::string shape_expected = "a list of positive dimensions such as [256, 1024], with a product below 2^50";
+  p.shape = m.integer_list("shape", 1, kMaxElements, shape_expected);
+  if (p.shape.empty()) m.bad("shape", shape_expected);
   int64_t rows = 1;
   for (int64_t d : p.shape) {
-    if (d <= 0 || rows > (int64_t{1} << 50) / d) m.bad("shape", "positive dimensions with a product below 2^50");
+    if (rows > kMaxElements / d) m.bad("shape", shape_expected);
     rows *= d;
   }
-  p.axis = static_cast<int>(m.integer("axis"));
-  if (p.axis < 0 || p.axis >= static_cast<int>(p.shape.size())) m.bad("axis", "0..rank-1");
-  p.block_size = static_cast<int>(m.integer("block_size"));
-  if (p.block_size != block_size(p.format)) m.bad("block_size", std::to_string(block_size(p.format)));
+  p.axis = static_cast<int>(m.integer("axis", 0, static_cast<int64_t>(p.shape.size()) - 1));
+  if (m.integer("block_size", 1, INT32_MAX) != block_size(p.format))
+    m.bad("block_size", std::to_string(block_size(p.format)));
+  p.block_size = block_size(p.format);
   p.axis_len = p.shape[p.axis];
   p.rows = rows / p.axis_len;
   p.padded_len = (p.axis_len + p.block_size - 1) / p.block_size * p.block_size;
-  if (m.integer("axis_len") != p.axis_len) m.bad("axis_len", std::to_string(p.axis_len));
-  if (m.integer("padded_len") != p.padded_len) m.bad("padded_len", std::to_string(p.padded_len));
+  if (m.integer("axis_len", 1, kMaxElements) != p.axis_len) m.bad("axis_len", std::to_string(p.axis_len));
+  if (m.integer("padded_len", 1, INT64_MAX) != p.padded_len) m.bad("padded_len", std::to_string(p.padded_len));
   p.rounding = m.parsed<Rounding>("rounding", parse_rounding, "rne, rha, rtz, tiesToZero or rtp");
   p.tail = m.parsed<TailPolicy>("tail", parse_tail, "pad or error");
   p.nibble_order = m.parsed<NibbleOrder>("nibble_order", parse_nibble_order, "low_first, high_first or split_half");
@@ -179,10 +217,22 @@ PackedTensor read_packed(const std::filesystem::path& path) {
                            scale_layout);
   if (p.format == Format::nvfp4) {
     const std::vector<float> g = io::to_f32(tensor("global_scale", io::DType::f32, {3}), path.string());
-    if (g[0] != p.global_amax || g[1] != p.global_encode_scale || g[2] != p.global_decode_scale)
-      throw InputError(fmt::format("{}: tensor 'global_scale' disagrees with the metadata fields global_amax / "
-                                   "global_encode_scale / global_decode_scale",
-                                   path.string()));
+    // The tensor holds the exact bits. The metadata's "%a" text holds every
+    // bit of a number but not a NaN's payload, so any two NaNs of the same
+    // sign agree (a NaN input makes these NaN in nvfp4.torchao and others).
+    const char* fields[3] = {"global_amax", "global_encode_scale", "global_decode_scale"};
+    float* values[3] = {&p.global_amax, &p.global_encode_scale, &p.global_decode_scale};
+    for (int i = 0; i < 3; ++i) {
+      const bool agree = std::bit_cast<uint32_t>(g[i]) == std::bit_cast<uint32_t>(*values[i]) ||
+                         (std::isnan(g[i]) && std::isnan(*values[i]) && std::signbit(g[i]) == std::signbit(*values[i]));
+      if (!agree)
+        throw InputError(fmt::format("{}: tensor 'global_scale' element {} is {:a} (bits 0x{:08x}) but metadata field "
+                                     "'{}' is '{}'; the file was edited or damaged: write it again with `fp4emu "
+                                     "quantize`",
+                                     path.string(), i, g[i], std::bit_cast<uint32_t>(g[i]), fields[i],
+                                     io::printable(m.get(fields[i]), 80)));
+      *values[i] = g[i];
+    }
   }
   return p;
 }

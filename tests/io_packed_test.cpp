@@ -1,0 +1,239 @@
+// Packed files: every recipe's round trip with NaN and infinite inputs, and
+// metadata fields that are not exact integers in range.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fp4emu/error.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/safetensors.hpp"
+#include "fp4emu/quant/packed_io.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/scale_layout.hpp"
+#include "io_test_util.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace fp4emu;
+using fp4emu::testing::expect_input_error;
+using fp4emu::testing::random_wide;
+using fp4emu::testing::same_bits;
+using fp4emu::testing::TempDir;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+
+// bf16-exact so that hif4.a6 (bf16 inputs only) takes the same tensors.
+float bf16_exact(float v) { return from_bits(std::bit_cast<uint32_t>(v) & 0xFFFF0000u); }
+
+// [4, 128]: whole blocks for every format; specials placed at `where`.
+Tensor with_specials(const std::vector<std::pair<int, float>>& where, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor t;
+  t.shape = {4, 128};
+  t.data.resize(4 * 128);
+  for (float& v : t.data) v = bf16_exact(random_wide(rng));
+  for (const auto& [i, v] : where) t.data[static_cast<size_t>(i)] = v;
+  return t;
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.data.size() == b.data.size() &&
+         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+// quantize -> write -> read -> dequantize gives the bits of fake_quant for
+// every recipe with a packed form and every stored scale layout, on inputs
+// holding NaN (quiet, negative, with a payload) and ±Inf. A NaN used to make
+// nvfp4's global scales NaN, and the reader then refused its own file.
+TEST(PackedRoundTrip, EveryRecipeWithNanAndInfinity) {
+  TempDir dir;
+  const std::map<std::string, std::vector<std::pair<int, float>>> inputs = {
+      {"finite", {}},
+      {"nan", {{5, from_bits(0x7FC00000u)}}},
+      {"negative nan", {{200, from_bits(0xFFC00000u)}}},
+      {"nan payload", {{77, from_bits(0x7FC12345u)}}},
+      {"+inf", {{3, kInf}}},
+      {"-inf", {{300, -kInf}}},
+      {"all", {{1, from_bits(0x7FC00000u)}, {130, kInf}, {260, -kInf}, {511, from_bits(0xFFC00001u)}}},
+  };
+  int files = 0;
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    for (const StoredScaleLayout layout :
+         {StoredScaleLayout::linear, StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube}) {
+      if (!layout_applies(layout, r.format)) continue;
+      uint64_t seed = 1;
+      for (const auto& [name, where] : inputs) {
+        const std::string what = fmt::format("{} {} {}", r.id, to_string(layout), name);
+        SCOPED_TRACE(what);
+        const Tensor x = with_specials(where, seed++);
+        QuantOptions o;
+        o.recipe = std::string(r.id);
+        o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
+        const PackedTensor p = quantize(x, o);
+        const fs::path path = dir / fmt::format("p{}.safetensors", files++);
+        write_packed(path, p, layout);
+        const PackedTensor q = read_packed(path);
+        EXPECT_EQ(q.codes, p.codes);
+        EXPECT_EQ(q.scales, p.scales);
+        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_amax), std::bit_cast<uint32_t>(p.global_amax));
+        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_encode_scale), std::bit_cast<uint32_t>(p.global_encode_scale));
+        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_decode_scale), std::bit_cast<uint32_t>(p.global_decode_scale));
+        const Tensor y = dequantize(q);
+        EXPECT_TRUE(bit_identical(y, dequantize(p)));
+        const Tensor f = fake_quant(x, o);
+        ASSERT_EQ(y.data.size(), f.data.size());
+        // hif4.v14_special copies ±Inf through in fake-quant only: its packed
+        // form has no code for them (docs/formats.md, the HiF4 recipe table).
+        const bool inf_not_packed = r.id == "hif4.v14_special";
+        for (size_t i = 0; i < y.data.size(); ++i) {
+          if (inf_not_packed && std::isinf(x.data[i])) continue;
+          if (!same_bits(y.data[i], f.data[i])) {
+            ADD_FAILURE() << "element " << i << ": dequantized " << y.data[i] << ", fake-quant " << f.data[i];
+            break;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(files, 100);
+}
+
+// The same through the command line, as reported: nvfp4.torchao on a
+// tensor holding a NaN.
+TEST(PackedRoundTrip, CliQuantizeThenDequantizeWithNan) {
+  TempDir dir;
+  io::Array a;
+  a.dtype = io::DType::f32;
+  a.shape = {2, 32};
+  std::vector<float> v(64, 1.5f);
+  v[7] = std::numeric_limits<float>::quiet_NaN();
+  a.bytes.resize(v.size() * 4);
+  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  io::write_npy(dir / "x.npy", a);
+  for (const char* recipe : {"nvfp4.torchao", "nvfp4.te", "mxfp4.ocp", "hif4.v14"}) {
+    SCOPED_TRACE(recipe);
+    const std::string packed = (dir / fmt::format("{}.safetensors", recipe)).string();
+    const auto q = fp4emu::testing::run_cli(fmt::format("quantize {} {} --recipe {}", (dir / "x.npy").string(),
+                                                        packed, recipe));
+    ASSERT_EQ(q.exit_code, 0) << q.output;
+    const auto d = fp4emu::testing::run_cli(fmt::format("dequantize {} {}", packed, (dir / "y.npy").string()));
+    EXPECT_EQ(d.exit_code, 0) << d.output;
+  }
+}
+
+// ---- metadata fields ---------------------------------------------------------
+
+namespace {
+
+// A valid packed file of shape [4, 70] (mxfp4, axis 1) with one metadata
+// field replaced.
+fs::path with_field(const TempDir& dir, const std::string& key, const std::string& value,
+                    const std::string& recipe = "mxfp4.ocp") {
+  Tensor x;
+  x.shape = {4, 70};
+  x.data.assign(4 * 70, 0.75f);
+  QuantOptions o;
+  o.recipe = recipe;
+  o.axis = 1;
+  const fs::path good = dir / "good.safetensors";
+  write_packed(good, quantize(x, o));
+  io::SafetensorsFile f = io::read_safetensors(good);
+  f.metadata[key] = value;
+  const fs::path bad = dir / "bad.safetensors";
+  io::write_safetensors(bad, f.tensors, f.metadata);
+  return bad;
+}
+
+}  // namespace
+
+TEST(PackedMetadata, IntegersMustBeExactAndInRange) {
+  TempDir dir;
+  // The file as written is read back.
+  EXPECT_NO_THROW(read_packed(with_field(dir, "axis", "1")));
+  EXPECT_NO_THROW(read_packed(with_field(dir, "shape", "[4, 70]")));
+  EXPECT_NO_THROW(read_packed(with_field(dir, "shape", "[ 4 ,70 ]")));
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"axis", "4294967297"},  // 2^32 + 1: once read as 1
+      {"axis", "-1"},
+      {"axis", "2"},
+      {"axis", "1.0"},
+      {"axis", " 1"},
+      {"axis", "+1"},
+      {"axis", "1e0"},
+      {"axis", ""},
+      {"axis", "99999999999999999999999"},
+      {"block_size", "4294967328"},  // 2^32 + 32: once read as 32
+      {"block_size", "32.5"},
+      {"block_size", "0x20"},
+      {"block_size", "16"},
+      {"shape", "[3.9, 70]"},  // once read as [3, 70]
+      {"shape", "[1e300, 70]"},
+      {"shape", "[4, 7e1]"},
+      {"shape", "[-4, 70]"},
+      {"shape", "[0, 70]"},
+      {"shape", "[4, 99999999999999999999]"},
+      {"shape", "[4, 70"},
+      {"shape", "[[4], 70]"},
+      {"shape", "[4,, 70]"},
+      {"shape", "[]"},
+      {"shape", "4, 70"},
+      {"shape", "[1125899906842624, 2]"},  // 2^51 elements
+      {"axis_len", "4294967366"},        // 2^32 + 70
+      {"padded_len", "4294967368"},      // 2^32 + 72
+      {"axis_len", "70.0"},
+  };
+  for (const auto& [key, value] : bad) {
+    SCOPED_TRACE(key + " = " + value);
+    const fs::path p = with_field(dir, key, value);
+    expect_input_error([&] { read_packed(p); }, {"bad.safetensors", "metadata field '" + key + "'"});
+  }
+}
+
+TEST(PackedMetadata, ValuesAreEscapedInMessages) {
+  TempDir dir;
+  const fs::path p = with_field(dir, "axis", "1\n\x1b[2Jfake");
+  try {
+    read_packed(p);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1\\n\\x1b[2Jfake"), std::string::npos) << msg;
+  }
+}
+
+// NVFP4's per-tensor floats: the tensor holds the bits, the metadata repeats
+// them as "%a" text; they must agree (any NaN with any NaN of its sign).
+TEST(PackedMetadata, GlobalScalesAgreeBitForBit) {
+  TempDir dir;
+  EXPECT_NO_THROW(read_packed(with_field(dir, "recipe", "nvfp4.te", "nvfp4.te")));
+  const PackedTensor good = read_packed(dir / "good.safetensors");
+  // One ulp off: refused, naming the field.
+  const float next = std::nextafter(good.global_amax, kInf);
+  expect_input_error([&] { read_packed(with_field(dir, "global_amax", fmt::format("{:a}", next), "nvfp4.te")); },
+                     {"bad.safetensors", "'global_amax'", "global_scale"});
+  for (const std::string& text : {"nan", "-inf", "0x1p+200", "1.0 ", " 1.0", "one"}) {
+    SCOPED_TRACE(text);
+    expect_input_error([&] { read_packed(with_field(dir, "global_decode_scale", text, "nvfp4.te")); },
+                       {"bad.safetensors", "global_decode_scale"});
+  }
+}
