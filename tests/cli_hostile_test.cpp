@@ -108,10 +108,17 @@ class Inputs {
     const std::filesystem::path log = dir_ / "setup.log";
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"quantize", path("x.npy"), path("q.safetensors"), "--format", "mxfp4"},
+          {"fake-quant", path("x.npy"), path("xq.npy"), "--format", "mxfp4"},
           {"golden", "generate", "--out", path("suite"), "--recipes", "mxfp4.ocp"}}) {
       const CliRun r = run_args(args, log);
       EXPECT_EQ(r.exit_code, 0) << joined(args) << "\n" << r.output;
     }
+    // A candidate that passes: the suite's own files, and the refusal
+    // (error.txt) of an expect-error case.
+    std::filesystem::copy(path("suite"), path("candidate"), std::filesystem::copy_options::recursive);
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path("candidate")))
+      if (e.is_directory() && e.path().filename().string().find("tail_error") != std::string::npos)
+        std::ofstream(e.path() / "error.txt") << "tail not a multiple of the block\n";
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
@@ -145,9 +152,10 @@ std::map<std::string, Base> bases() {
                                          {"--intermediate", "64"}, {"--outliers", "1"}}}},
       {"gemm", {{in.path("a.npy"), in.path("b.npy"), "out/c.npy"}, {{"--format", "nvfp4"}, {"--model", "exact"}}}},
       {"golden generate", {{}, {{"--out", "out/suite"}, {"--recipes", "mxfp4.ocp"}}}},
-      {"golden verify", {{}, {{"--suite", in.path("suite")}, {"--candidate", in.path("suite")}}}},
+      {"golden verify", {{}, {{"--suite", in.path("suite")}, {"--candidate", in.path("candidate")}}}},
       {"underflow", {{in.path("dump.safetensors")}, {{"--format", "mxfp4"}, {"--out", "out/uf"}}}},
       {"resq", {{in.path("dump.safetensors")}, {{"--format", "mxfp4"}, {"--pattern", "2:4"}, {"--out", "out/rq"}}}},
+      {"identify", {{}, {{"--input", in.path("x.npy")}, {"--output", in.path("xq.npy")}, {"--format", "mxfp4"}}}},
   };
 }
 
@@ -165,6 +173,11 @@ std::map<std::pair<std::string, std::string>, ListItem> list_items() {
       {{"inspect", "--tensor"}, {"model.layers.0.mlp.down_proj.input", false}},
       {{"golden generate", "--formats"}, {"mxfp4", true}},
       {{"golden generate", "--recipes"}, {"mxfp4.ocp", true}},
+      {{"golden generate", "--family"}, {"codes", false}},
+      {{"golden generate", "--case"}, {"mxfp4.ocp/*", false}},
+      {{"golden verify", "--family"}, {"codes", false}},
+      {{"golden verify", "--case"}, {"mxfp4.ocp/*", false}},
+      {{"golden verify", "--recipe"}, {"mxfp4.ocp", true}},
       {{"underflow", "--tensor"}, {"model.layers.0.mlp.down_proj.input", false}},
       {{"underflow", "--format"}, {"mxfp4", true}},
       {{"underflow", "--recipe"}, {"mxfp4.ocp", true}},
@@ -571,7 +584,8 @@ TEST(CliHostile, NonsenseIsRefused) {
                                     "ceil", "--out", "out/uf"}, 2, "--scale-rule"},
       {"scale rule without mxfp4", {"resq", "IN/dump.safetensors", "--format", "nvfp4", "--scale-rule", "ceil",
                                     "--out", "out/rq"}, 2, "--scale-rule ceil applies to mxfp4"},
-      {"max-report negative", {"golden", "verify", "--suite", "IN/suite", "--candidate", "IN/suite", "--max-report=-1"},
+      {"max-report negative", {"golden", "verify", "--suite", "IN/suite", "--candidate", "IN/candidate",
+                               "--max-report=-1"},
        2, "--max-report"},
       {"empty value", {"fake-quant", "IN/x.npy", "out/y.npy", "--format="}, 2, "--format: 1 required TEXT missing"},
       {"empty value, separate", {"fake-quant", "IN/x.npy", "out/y.npy", "--format", ""}, 2,

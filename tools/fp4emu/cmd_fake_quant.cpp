@@ -4,6 +4,7 @@
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/printable.hpp"
 
 namespace fp4emu::cli {
 namespace {
@@ -16,7 +17,8 @@ struct Args {
 int run(const Args& a) {
   const QuantOptions options = to_quant_options(a.flags);
   if (std::filesystem::path(a.out).extension() != ".npy")
-    throw InputError(fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", a.out));
+    throw InputError(
+        fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in});
   QuantOptions o = options;
   const Tensor x = load_tensor(a.in, &o.input_dtype);

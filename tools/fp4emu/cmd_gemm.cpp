@@ -10,6 +10,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/quant/packed_io.hpp"
 
 namespace fp4emu::cli {
@@ -42,7 +43,7 @@ LoadedOperand load_operand(const Args& a, const std::string& path, char side, co
   const bool keep_dense = a.dense.size() == 1 && std::toupper(static_cast<unsigned char>(a.dense[0])) == side;
   if (is_packed_file(path)) {
     if (keep_dense)
-      throw InputError(fmt::format("--dense {}: {} is a packed file; give the dense values as .npy", side, path));
+      throw InputError(fmt::format("--dense {}: {} is a packed file; give the dense values as .npy", side, io::printable(path)));
     op.packed = read_packed(path);
     if (!a.format.empty() && format_name(op.packed->format) != a.format)
       throw InputError(fmt::format("{} is packed as {}, but --format is {}", path, format_name(op.packed->format),
@@ -119,11 +120,11 @@ int run(const Args& a) {
   const bool quantize_out = !a.out_format.empty() || !a.out_recipe.empty();
   if (out_ext == ".safetensors" && !quantize_out)
     throw InputError(fmt::format("output {}: a packed output needs --out-format (or --out-recipe); or name it *.npy",
-                                 a.out));
+                                 io::printable(a.out)));
   if (out_ext != ".npy" && out_ext != ".safetensors")
     throw InputError(fmt::format("output {}: gemm writes C as .npy (fp32) or, with --out-format, as a packed "
                                  ".safetensors file",
-                                 a.out));
+                                 io::printable(a.out)));
   check_not_an_input(a.out, "output C", {a.a, a.b});
 
   const LoadedOperand lhs = load_operand(a, a.a, 'A', a.recipe);

@@ -6,6 +6,7 @@
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/quant/packed_io.hpp"
 
 namespace fp4emu::cli {
@@ -20,7 +21,8 @@ struct QuantizeArgs {
 int run_quantize(const QuantizeArgs& a) {
   QuantOptions o = to_quant_options(a.flags);
   if (std::filesystem::path(a.out).extension() != ".safetensors")
-    throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors", a.out));
+    throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors",
+                                 io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in});
   const Tensor x = load_tensor(a.in, &o.input_dtype);
   const PackedTensor p = quantize(x, o);
@@ -41,7 +43,8 @@ struct DequantizeArgs {
 
 int run_dequantize(const DequantizeArgs& a) {
   if (std::filesystem::path(a.out).extension() != ".npy")
-    throw InputError(fmt::format("output {}: dequantize writes .npy; name the output file *.npy", a.out));
+    throw InputError(
+        fmt::format("output {}: dequantize writes .npy; name the output file *.npy", io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in});
   const Tensor y = dequantize(read_packed(a.in), to_dequant_options(a.exec));
   io::write_npy(a.out, io::from_f32(y.shape, y.data));

@@ -14,6 +14,7 @@
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/io/atomic_file.hpp"
 #include "fp4emu/io/png.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/version.hpp"
 
 namespace fp4emu::cli {
@@ -148,7 +149,7 @@ int run(const Args& a) {
       if (!w)
         throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors of "
                                      "the same layer and projection, n x {})",
-                                     a.weights, t.name, ms.cols));
+                                     io::printable(a.weights), io::printable(t.name), ms.cols));
       weight_sources.push_back(a.weights);
     } else {
       w = synthetic_weights(a.n, ms.cols, a.seed);
@@ -273,7 +274,7 @@ int run(const Args& a) {
   std::error_code ec;
   std::filesystem::create_directories(outdir, ec);
   if (ec || !std::filesystem::is_directory(outdir))
-    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", a.out, ec.message()));
+    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", io::printable(a.out), ec.message()));
   write_text(outdir / "resq.csv", csv_out);
   write_text(outdir / "resq.json", root.dump(1) + "\n");
   std::vector<std::string> written = {"resq.csv", "resq.json"};

@@ -9,6 +9,7 @@
 #include "fp4emu/analysis/sample.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/io/safetensors.hpp"
 #include "progress.hpp"
 
@@ -24,7 +25,8 @@ struct Args {
 int run(const Args& a) {
   check_progress_mode(a.progress);
   if (std::filesystem::path(a.out).extension() != ".safetensors")
-    throw InputError(fmt::format("output '{}': sample writes safetensors; name the file *.safetensors", a.out));
+    throw InputError(fmt::format("output '{}': sample writes safetensors; name the file *.safetensors",
+                                 io::printable(a.out)));
   io::check_output_path(a.out, "output");
   const std::vector<SampleTensor> layout = sample_layout(a.options);
   std::vector<io::SafetensorsEntry> entries;

@@ -18,6 +18,7 @@
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/io/atomic_file.hpp"
 #include "fp4emu/io/png.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "fp4emu/version.hpp"
 
 namespace fp4emu::cli {
@@ -145,7 +146,7 @@ int run(const Args& a) {
     if (!detail_index)
       throw InputError(fmt::format("--detail {}: no such tensor among the selected ones of {} (use a full tensor "
                                    "name, auto or none)",
-                                   a.detail, a.dump));
+                                   io::printable(a.detail), io::printable(a.dump)));
   }
 
   std::vector<Result> results;
@@ -161,7 +162,7 @@ int run(const Args& a) {
         if (weights && !w)
           throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors "
                                        "of the same layer and projection)",
-                                       a.weights, t.name));
+                                       io::printable(a.weights), io::printable(t.name)));
         weight_sources[ti] = w ? a.weights : fmt::format("synthetic N(0,1/d) {}x{} seed {}", a.n, ms.cols, a.seed);
         if (!w) w = synthetic_weights(a.n, ms.cols, a.seed);
       }
@@ -390,7 +391,7 @@ int run(const Args& a) {
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec || !std::filesystem::is_directory(out))
-    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", a.out, ec.message()));
+    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", io::printable(a.out), ec.message()));
   write_text(out / "summary.csv", csv_out);
   write_text(out / "summary.json", root.dump(1) + "\n");
   std::vector<std::string> written = {"summary.csv", "summary.json"};
