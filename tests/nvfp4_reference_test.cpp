@@ -4,6 +4,7 @@
 // an independent table-search oracle for nvfp4.te.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "oracle.hpp"
 
 namespace fp4emu {
 namespace {
@@ -121,10 +123,12 @@ void expect_decoded(const Quantized& q, std::initializer_list<float> values, con
 
 // ============================================================ recipe table ==
 
-TEST(Nvfp4Recipes, ElevenCanonicalRecipes) {
+TEST(Nvfp4Recipes, CanonicalRecipes) {
   const std::vector<std::string_view> ids = {
-      "nvfp4.te",       "nvfp4.te_2d", "nvfp4.te_4over6", "nvfp4.torchao",     "nvfp4.torchao_1l", "nvfp4.modelopt",
-      "nvfp4.modelopt_fq", "nvfp4.ct", "nvfp4.cutlass_epi", "nvfp4.cudnn", "nvfp4.ggml"};
+      "nvfp4.te",          "nvfp4.te_2d",        "nvfp4.te_4over6",   "nvfp4.torchao",      "nvfp4.torchao_cpu",
+      "nvfp4.torchao_1l",  "nvfp4.torchao_1l_cpu", "nvfp4.modelopt",  "nvfp4.modelopt_cpu", "nvfp4.modelopt_fq",
+      "nvfp4.ct",          "nvfp4.ct_cuda",      "nvfp4.ct_legacy",   "nvfp4.ct_legacy_cpu", "nvfp4.cutlass_epi",
+      "nvfp4.cudnn",       "nvfp4.ggml"};
   const auto table = nvfp4_recipes();
   ASSERT_EQ(table.size(), ids.size());
   int defaults = 0;
@@ -150,6 +154,9 @@ TEST(Nvfp4Recipes, ElevenCanonicalRecipes) {
     }
     EXPECT_EQ(r.nv.tile_2d, r.id == "nvfp4.te_2d");
     EXPECT_EQ(r.nv.tensor_scale_e4m3_max, r.id == "nvfp4.te_4over6" ? 256.0f : 448.0f);
+    // The *_cpu ids are the PyTorch CPU variants of a CUDA default.
+    const bool cpu = r.id.ends_with("_cpu") || r.id == "nvfp4.ct";
+    EXPECT_EQ(r.nv.device, cpu ? NvDevice::cpu : NvDevice::cuda);
     defaults += r.is_default;
   }
   EXPECT_EQ(defaults, 1);
@@ -157,11 +164,24 @@ TEST(Nvfp4Recipes, ElevenCanonicalRecipes) {
   EXPECT_NE(recipe("nvfp4.cudnn").summary.find("documented formula only, unverified against a binary"),
             std::string_view::npos);
   // NaN in the amax reductions: torch.amax and the CUTLASS host reference
-  // propagate (nvfp4.md §4.6); fmaxf kernels, triton and ggml drop.
-  for (auto id : {"nvfp4.torchao", "nvfp4.torchao_1l", "nvfp4.modelopt", "nvfp4.ct", "nvfp4.cutlass_epi"})
+  // propagate (nvfp4.md §4.6); fmaxf kernels and ggml drop; triton's tl.max
+  // is maxnum (NaN only for an all-NaN block).
+  for (auto id : {"nvfp4.torchao", "nvfp4.torchao_cpu", "nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.modelopt",
+                  "nvfp4.modelopt_cpu", "nvfp4.ct", "nvfp4.ct_cuda", "nvfp4.ct_legacy", "nvfp4.ct_legacy_cpu",
+                  "nvfp4.cutlass_epi"})
     EXPECT_EQ(recipe(id).nv.amax_nan, NvAmaxNan::propagate) << id;
-  for (auto id : {"nvfp4.te", "nvfp4.te_2d", "nvfp4.te_4over6", "nvfp4.modelopt_fq", "nvfp4.cudnn", "nvfp4.ggml"})
+  for (auto id : {"nvfp4.te", "nvfp4.te_2d", "nvfp4.te_4over6", "nvfp4.cudnn", "nvfp4.ggml"})
     EXPECT_EQ(recipe(id).nv.amax_nan, NvAmaxNan::drop) << id;
+  EXPECT_EQ(recipe("nvfp4.modelopt_fq").nv.amax_nan, NvAmaxNan::maxnum);
+  EXPECT_EQ(recipe("nvfp4.modelopt_fq").nv.tensor_amax_nan, NvAmaxNan::propagate);
+  // Bits versions (CHANGELOG.md): the recipes whose library conformance
+  // changed their bits are at 2, new ids start at 1.
+  for (auto id : {"nvfp4.te", "nvfp4.te_2d", "nvfp4.te_4over6", "nvfp4.torchao", "nvfp4.torchao_1l", "nvfp4.modelopt",
+                  "nvfp4.modelopt_fq", "nvfp4.ct", "nvfp4.cutlass_epi", "nvfp4.ggml"})
+    EXPECT_EQ(recipe(id).bits_version, 2) << id;
+  for (auto id : {"nvfp4.torchao_cpu", "nvfp4.torchao_1l_cpu", "nvfp4.modelopt_cpu", "nvfp4.ct_cuda",
+                  "nvfp4.ct_legacy", "nvfp4.ct_legacy_cpu", "nvfp4.cudnn"})
+    EXPECT_EQ(recipe(id).bits_version, 1) << id;
 }
 
 // =============================================================== codecs ====
@@ -275,49 +295,75 @@ TEST(Nvfp4TensorScale, TeFormulaAndGuards) {
 }
 
 TEST(Nvfp4TensorScale, OtherConventions) {
+  // Decode convention, G / (448*6): a true division on the CPU, times
+  // fp32(1/2688) on CUDA (PyTorch's tensor / Python scalar).
   const float g = 1000.0f;
   const float s_dec = g / 2688.0f;
-  for (auto id : {"nvfp4.torchao", "nvfp4.modelopt", "nvfp4.modelopt_fq"}) {
+  for (auto id : {"nvfp4.torchao", "nvfp4.torchao_cpu", "nvfp4.modelopt", "nvfp4.modelopt_cpu", "nvfp4.modelopt_fq"}) {
     SCOPED_TRACE(id);
     const auto ts = ref::nvfp4_tensor_scale(recipe(id), g);
-    EXPECT_FLOAT_BITS(ts.decode, s_dec);
+    EXPECT_FLOAT_BITS(ts.decode, s_dec);  // here G * fp32(1/2688) rounds to the same value
     EXPECT_FLOAT_BITS(ts.encode, 1.0f / s_dec);
   }
-  // No guard in torchao / ModelOpt export; the fake-quant path uses 1e-12.
-  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe("nvfp4.torchao"), 0.0f).decode, 0.0f);
-  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe("nvfp4.modelopt"), 0.0f).decode, 0.0f);
-  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe("nvfp4.modelopt_fq"), 0.0f).decode, 1e-12f);
-  // compressed-tensors: S_enc = fp32(2688/G), no guard.
-  auto ct = ref::nvfp4_tensor_scale(recipe("nvfp4.ct"), g);
-  EXPECT_FLOAT_BITS(ct.encode, 2688.0f / g);
-  EXPECT_FLOAT_BITS(ct.decode, 1.0f / (2688.0f / g));
-  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe("nvfp4.ct"), 0.0f).encode, kInf);
+  // No guard in torchao / ModelOpt (the fake quant guards inside its kernel).
+  for (auto id : {"nvfp4.torchao", "nvfp4.modelopt", "nvfp4.modelopt_fq"})
+    EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe(id), 0.0f).decode, 0.0f) << id;
   // Single level.
-  for (auto id : {"nvfp4.torchao_1l", "nvfp4.ggml"}) {
+  for (auto id : {"nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.ggml"}) {
     const auto ts = ref::nvfp4_tensor_scale(recipe(id), g);
     EXPECT_FLOAT_BITS(ts.encode, 1.0f) << id;
     EXPECT_FLOAT_BITS(ts.decode, 1.0f) << id;
   }
 }
 
-TEST(Nvfp4TensorScale, AmaxNaNHandling) {
-  const std::vector<float> x = {1.0f, kNaN, -3.0f, 2.0f};
-  for (const Recipe& r : nvfp4_recipes()) {
-    SCOPED_TRACE(std::string(r.id));
-    const float g = ref::nvfp4_global_amax(r, x);
-    const float a = ref::nvfp4_block_amax(r, x.data(), 4);
-    if (r.nv.amax_nan == NvAmaxNan::propagate) {
-      EXPECT_TRUE(std::isnan(g));
-      EXPECT_TRUE(std::isnan(a));
-    } else {
-      EXPECT_FLOAT_BITS(g, 3.0f);
-      EXPECT_FLOAT_BITS(a, 3.0f);
-    }
-    const std::vector<float> y = {-0.0f, -kInf, 5.0f};
-    EXPECT_FLOAT_BITS(ref::nvfp4_global_amax(r, y), kInf);
-    const std::vector<float> z = {-0.0f, 0.0f};
-    EXPECT_FLOAT_BITS(ref::nvfp4_global_amax(r, z), 0.0f);
-  }
+// Device semantics: G = 37 is one of the values where G * fp32(1/2688)
+// (CUDA) and G / 2688 (CPU) differ in the last bit.
+TEST(Nvfp4TensorScale, CudaDividesByAPythonScalarAsAReciprocalMultiply) {
+  const float g = 37.0f;
+  const float cpu = std::bit_cast<float>(0x3c618618u);
+  const float cuda = std::bit_cast<float>(0x3c618619u);
+  ASSERT_EQ(bits(g / 2688.0f), 0x3c618618u);
+  ASSERT_EQ(bits(g * (1.0f / 2688.0f)), 0x3c618619u);
+  for (auto id : {"nvfp4.torchao", "nvfp4.modelopt", "nvfp4.modelopt_fq"})
+    EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe(id), g).decode, cuda) << id;
+  for (auto id : {"nvfp4.torchao_cpu", "nvfp4.modelopt_cpu"})
+    EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(recipe(id), g).decode, cpu) << id;
+  // The block pre-scale amax / 6 likewise: for amax 0x3f63ffff, a/6 =
+  // 0.14843749 lies just below the E4M3 tie 0.1484375 between 0x21 and 0x22
+  // (RNE: 0x21); a * fp32(1/6) rounds onto the tie (to even: 0x22).
+  const float a = std::bit_cast<float>(0x3f63ffffu);
+  const Block x = block_of({a});
+  EXPECT_EQ(quantize(recipe("nvfp4.torchao_1l"), 0, x).scale, 0x22);
+  EXPECT_EQ(quantize(recipe("nvfp4.torchao_1l_cpu"), 0, x).scale, 0x21);
+  EXPECT_EQ(quantize(recipe("nvfp4.ct_legacy"), 2688, x).scale, 0x22);
+  EXPECT_EQ(quantize(recipe("nvfp4.ct_legacy_cpu"), 2688, x).scale, 0x21);
+  EXPECT_EQ(quantize(recipe("nvfp4.ct_cuda"), 2688, x).scale, 0x22);
+  EXPECT_EQ(quantize(recipe("nvfp4.ct"), 2688, x).scale, 0x21);
+}
+
+// compressed-tensors' generate_gparam: 2688.0 / G is reciprocal(G) * 2688;
+// the current release clamps G to FLT_MIN and replaces NaN/Inf by 1.0.
+TEST(Nvfp4TensorScale, CompressedTensorsGlobalScale) {
+  const Recipe& legacy = recipe("nvfp4.ct_legacy");
+  const Recipe& current = recipe("nvfp4.ct");
+  // Pinned: G = 1e-30 gives 0x77048755 (a true division gives 0x77048754).
+  ASSERT_EQ(bits(2688.0f / 1e-30f), 0x77048754u);
+  for (const Recipe* r : {&legacy, &current, &recipe("nvfp4.ct_legacy_cpu"), &recipe("nvfp4.ct_cuda")})
+    EXPECT_EQ(bits(ref::nvfp4_tensor_scale(*r, 1e-30f).encode), 0x77048755u) << r->id;
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(current, 1000.0f).encode, (1.0f / 1000.0f) * 2688.0f);
+  // G = 0: legacy 1/0 * 2688 = Inf; current: clamp to FLT_MIN, 2688/FLT_MIN
+  // overflows to Inf, replaced by 1.
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(legacy, 0.0f).encode, kInf);
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(current, 0.0f).encode, 1.0f);
+  // G = 1e-37 (>= FLT_MIN, but the scale overflows): Inf -> 1 in current.
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(legacy, 1e-37f).encode, kInf);
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(current, 1e-37f).encode, 1.0f);
+  // NaN: legacy NaN, current 1.
+  EXPECT_TRUE(std::isnan(ref::nvfp4_tensor_scale(legacy, kNaN).encode));
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(current, kNaN).encode, 1.0f);
+  // G = Inf: 2688 * 0 = 0 in both (nan_to_num leaves 0).
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(legacy, kInf).encode, 0.0f);
+  EXPECT_FLOAT_BITS(ref::nvfp4_tensor_scale(current, kInf).encode, 0.0f);
 }
 
 // ======================================================= worked examples ==
@@ -334,7 +380,11 @@ TEST(Nvfp4Examples, EXN1_ExactScaleEveryTie) {
     const Recipe& r = recipe(id);
     const Quantized q = quantize(r, 2688.0f, x);
     expect_block(q, 0x40, expected, id);
-    expect_decoded(q, {12, 4, -2, 0, 8, 8, -0.0f, 3}, id);
+    // ModelOpt's value table decodes 0x8 as +0.
+    const float neg_zero = r.nv.rule == NvScaleRule::modelopt ? 0.0f : -0.0f;
+    SCOPED_TRACE(id);
+    for (int i = 0; i < 8; ++i)
+      EXPECT_FLOAT_BITS(q.decoded[i], (std::array<float, 8>{12, 4, -2, 0, 8, 8, neg_zero, 3}[i]));
     EXPECT_EQ(pack(q.codes, r.nibble_order), packed) << id;
   }
   // ModelOpt's fake quant gives the same values.
@@ -475,13 +525,25 @@ TEST(Nvfp4Examples, EXN5_GlobalScale) {
                   "nvfp4.cudnn"}) {
     const Quantized q = quantize(recipe(id), g, x);
     expect_block(q, 0x4B, expected, id);
-    // Decode: fp32(fp32(e2m1 * 5.5) * S_dec) with the recipe's S_dec.
-    for (int i = 0; i < 16; ++i)
-      EXPECT_FLOAT_BITS(q.decoded[i], (e2m1_decode(expected[i]) * 5.5f) * q.ts.decode) << id << " " << i;
+    // Decode in each library's order (docs/formats.md, dequantize table).
+    const NvDecode order = recipe(id).nv.decode;
+    for (int i = 0; i < 16; ++i) {
+      const float e = e2m1_decode(expected[i]);
+      float want = 0;
+      switch (order) {
+        case NvDecode::te: want = e * ((5.5f * g) * (1.0f / 2688.0f)); break;
+        case NvDecode::torchao: want = e * (q.ts.decode * 5.5f); break;
+        case NvDecode::modelopt: want = (expected[i] == 0x8 ? 0.0f : e) * (5.5f * q.ts.decode); break;
+        case NvDecode::ct: want = e * (5.5f / q.ts.encode); break;
+        default: want = (e * 5.5f) * q.ts.decode; break;
+      }
+      EXPECT_FLOAT_BITS(q.decoded[i], want) << id << " " << i;
+    }
   }
+  // TE's dequantize: q * fp32(fp32(5.5 * 1000) * fp32(1/2688)) (the spec's
+  // EX-N5 values, 12.2767859 ..., are the fp32(fp32(q * s) * S_dec) order).
   expect_decoded(quantize(recipe("nvfp4.te"), g, x),
-                 {12.2767859f, 4.09226227f, -1.02306557f, 0.0f, 6.13839293f, 8.18452454f, -0.0f, 3.06919646f},
-                 "te");
+                 {12.276785f, 4.092262f, -1.0230654f, 0.0f, 6.1383924f, 8.184524f, -0.0f, 3.0691962f}, "te");
 }
 
 // EX-N6: the block that holds the tensor max uses 448 (G = a_b = 10).
@@ -505,9 +567,11 @@ TEST(Nvfp4Examples, EXN6_TensorMaxBlockUses448) {
     EXPECT_NEAR(q.decoded[2], 5.0 / 3.0, 1e-6) << id;
     EXPECT_NEAR(q.decoded[3], 5.0 / 6.0, 1e-6) << id;
   }
-  // The spec's "10" is rounded: TE decodes fp32(2688 * fp32(1/268.799988)) =
-  // 10.000001; the decode-convention libraries (S_dec = G/2688) give 10.
-  EXPECT_FLOAT_BITS(quantize(recipe("nvfp4.te"), 10.0f, x).decoded[0], 10.000001f);
+  // TE's dequantize goes through G: 6 * fp32(fp32(448 * 10) * fp32(1/2688))
+  // = 10 (through S_dec = fp32(1/268.799988) it would be 10.000001, as
+  // cutlass_epi's convention gives); the decode-convention libraries give 10.
+  EXPECT_FLOAT_BITS(quantize(recipe("nvfp4.te"), 10.0f, x).decoded[0], 10.0f);
+  EXPECT_FLOAT_BITS(quantize(recipe("nvfp4.cutlass_epi"), 10.0f, x).decoded[0], 10.000001f);
   EXPECT_FLOAT_BITS(quantize(recipe("nvfp4.torchao"), 10.0f, x).decoded[0], 10.0f);
   EXPECT_FLOAT_BITS(quantize(recipe("nvfp4.modelopt"), 10.0f, x).decoded[0], 10.0f);
 }
@@ -530,10 +594,18 @@ TEST(Nvfp4Examples, EXN7_LibrariesDisagree) {
   EXPECT_FLOAT_BITS(enc_te, 568.147461f);
   EXPECT_FLOAT_BITS(x0 * enc_te, 4.99999952f);
   EXPECT_FLOAT_BITS(x0 * std::fmin(te.encode * (1.0f / 256.0f), kFltMax), 4.99999952f);  // CUTLASS host
-  const auto ao = ref::nvfp4_tensor_scale(recipe("nvfp4.torchao"), g);
+  // torchao on the CPU (the spec's example): S_dec = G/2688.
+  const auto ao = ref::nvfp4_tensor_scale(recipe("nvfp4.torchao_cpu"), g);
   const float r_ao = (1.0f / ao.decode) / 256.0f;
   EXPECT_FLOAT_BITS(r_ao, 568.147522f);
   EXPECT_FLOAT_BITS(x0 * r_ao, 5.00000048f);
+  // torchao on CUDA: S_dec = G * fp32(1/2688) is one ulp higher, and the
+  // element lands below the tie again.
+  const auto ao_cuda = ref::nvfp4_tensor_scale(recipe("nvfp4.torchao"), g);
+  EXPECT_EQ(bits(ao_cuda.decode), bits(ao.decode) + 1);
+  const float r_ao_cuda = (1.0f / ao_cuda.decode) / 256.0f;
+  EXPECT_FLOAT_BITS(r_ao_cuda, 568.147461f);
+  EXPECT_FLOAT_BITS(x0 * r_ao_cuda, 4.99999952f);
   const auto mo = ref::nvfp4_tensor_scale(recipe("nvfp4.modelopt"), g);
   EXPECT_FLOAT_BITS(x0 / (256.0f * mo.decode), 5.0f);
   const auto ct = ref::nvfp4_tensor_scale(recipe("nvfp4.ct"), g);
@@ -547,7 +619,8 @@ TEST(Nvfp4Examples, EXN7_LibrariesDisagree) {
     uint8_t code;
   };
   const Case cases[] = {{"nvfp4.te", 0x6}, {"nvfp4.te_2d", 0x6}, {"nvfp4.cutlass_epi", 0x6},
-                        {"nvfp4.torchao", 0x7}, {"nvfp4.modelopt", 0x6}, {"nvfp4.ct", 0x6}};
+                        {"nvfp4.torchao_cpu", 0x7}, {"nvfp4.torchao", 0x6}, {"nvfp4.modelopt", 0x6},
+                        {"nvfp4.ct", 0x6}};
   for (const Case& c : cases) {
     const Quantized q = quantize(recipe(c.id), g, x);
     expect_block(q, 0x78, codes_of({0x7, c.code}), c.id);
@@ -666,6 +739,214 @@ TEST(Nvfp4ModeloptFq, FakeQuantOnly) {
   for (int i = 0; i < 8; ++i) EXPECT_FLOAT_BITS(y5[i], q5[i] * d);
 }
 
+// =========================================================== nvfp4.ggml ==
+
+// Every fp32 in [2^-12, 512] plus NaN, zeros, negatives and the subnormals'
+// edges; tests/long sweeps all 2^32 bit patterns.
+TEST(Nvfp4Ggml, Fp32ToUe4m3MatchesOracleOnEveryFp32In2pm12To512) {
+  int64_t mismatches = 0;
+  for (uint32_t b = 0x39800000u; b <= 0x44000000u; ++b) {
+    const float x = std::bit_cast<float>(b);
+    const uint8_t got = ref::ggml_fp32_to_ue4m3(x);
+    const uint8_t want = oracle::oracle_ggml_ue4m3(x);
+    if (got != want && ++mismatches <= 5) ADD_FAILURE() << std::hex << "x 0x" << b << ": 0x" << int(got) << " vs 0x" << int(want);
+  }
+  EXPECT_EQ(mismatches, 0);
+  for (float x : {0.0f, -0.0f, -1.0f, -kInf, kNaN, -kNaN, 0x1p-149f, 0x1p-126f, 1e30f, kInf})
+    EXPECT_EQ(ref::ggml_fp32_to_ue4m3(x), oracle::oracle_ggml_ue4m3(x)) << x;
+}
+
+TEST(Nvfp4Ggml, Fp32ToUe4m3PinnedCases) {
+  // Saturation by exponent: every x >= 256 gives 0x7E (RNE would give 0x78 for 268.4).
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(256.0f), 0x7E);
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(268.4f), 0x7E);
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(std::nextafter(256.0f, 0.0f)), 0x7E);  // 255.99998: carry into exponent 15
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(239.0f), 0x77);                         // 240 - 1: stays 1.875 * 2^7
+  // Subnormal clamp: [7.5, 8) * 2^-9 stays 0x07 (RNE would round up to 0x08).
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(7.75f * 0x1p-9f), 0x07);
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(std::nextafter(0x1p-6f, 0.0f)), 0x07);
+  // Float literals: x*512 = 0.5 - 2^-25 sums to 1.0f in fp32 -> code 1 (a
+  // double sum, floor(0.99999997), would give 0).
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3((0.5f - 0x1p-25f) / 512.0f), 0x01);
+  EXPECT_EQ(ref::ggml_fp32_to_ue4m3(0x1p-10f), 0x01);  // 0.5 + 0.5 = 1: half up
+  // Pinned block (issue case): amax 0x44c94d00 (1610.41) -> a/6 = 268.4 -> 0x7E.
+  const Quantized q = quantize(recipe("nvfp4.ggml"), 0.0f, block_of({std::bit_cast<float>(0x44c94d00u)}));
+  EXPECT_EQ(q.scale, 0x7E);
+}
+
+TEST(Nvfp4Ggml, Ue4m3DecoderOnEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    SCOPED_TRACE(c);
+    // Oracle: bit 7 ignored, 0x00 and 0x7F give 0, 0xFF reads as exponent 15
+    // mantissa 7 = 480; halved.
+    double v = 0.0;
+    if (c == 0xFF) {
+      v = 480.0;
+    } else if (c != 0 && c != 0x7F) {
+      v = oracle::oracle_decode(oracle::ue4m3(), static_cast<uint32_t>(c & 0x7F));
+    }
+    EXPECT_FLOAT_BITS(ref::ggml_ue4m3_to_fp32(static_cast<uint8_t>(c)), static_cast<float>(v * 0.5));
+  }
+}
+
+TEST(Nvfp4Ggml, DequantizeRowGivesPositiveZeroFor0x8) {
+  const Recipe& gg = recipe("nvfp4.ggml");
+  const auto ts = ref::nvfp4_tensor_scale(gg, 0.0f);
+  Codes c{};
+  for (int i = 0; i < 16; ++i) c[i] = static_cast<uint8_t>(i);
+  Block out{};
+  ref::nvfp4_decode_block(gg, ts, 0x40, c.data(), out.data());  // s = 2: d = 1
+  const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int i = 0; i < 16; ++i) EXPECT_FLOAT_BITS(out[i], kv[i]);
+  EXPECT_EQ(bits(out[8]), 0u);  // +0, not -0
+  // Scale 0xFF decodes as 240 (d), 0x7F as 0.
+  ref::nvfp4_decode_block(gg, ts, 0xFF, c.data(), out.data());
+  EXPECT_FLOAT_BITS(out[7], 12.0f * 240.0f);
+  ref::nvfp4_decode_block(gg, ts, 0x7F, c.data(), out.data());
+  EXPECT_FLOAT_BITS(out[7], 0.0f);
+}
+
+// ===================================================== nvfp4.cutlass_epi ==
+
+// gett.hpp's NaN-propagating block max and acc_scale minimum: a block whose
+// amax is NaN gets scale 0x7F and code 0x7 in every lane, zeros and
+// negatives included.
+TEST(Nvfp4CutlassEpi, NaNBlockIsCode7InEveryLane) {
+  const Recipe& r = recipe("nvfp4.cutlass_epi");
+  const Quantized q = quantize(r, 2688.0f, block_of({1.0f, kNaN, -2.0f, 0.0f, -0.0f, -6.0f}));
+  EXPECT_EQ(q.scale, 0x7F);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(q.codes[i], 0x7) << i;
+  // A block with no NaN keeps signed codes: s = e4m3(2 * RN16) = 0x2B
+  // (0.34375), -2 * (1/0.34375) = -5.82 -> 0xF.
+  const Quantized finite = quantize(r, 2688.0f, block_of({1.0f, -2.0f}));
+  EXPECT_EQ(finite.scale, 0x2B);
+  EXPECT_EQ(finite.codes[1], 0xF);
+}
+
+// ================================================== dequantize orders ====
+
+// TE's dequantize kernel: x = q * fp32(fp32(s * G) * fp32(1/(6*M))).
+TEST(Nvfp4Dequantize, TransformerEngineUsesTheTensorAmax) {
+  const Recipe& te = recipe("nvfp4.te");
+  const float g = 1000.0f;
+  const auto ts = ref::nvfp4_tensor_scale(te, g);
+  Codes c = codes_of({0x7, 0x5, 0x3, 0xF, 0x8});
+  Block out{};
+  ref::nvfp4_decode_block(te, ts, 0x4B, c.data(), out.data());  // s = 5.5
+  const float factor = (5.5f * g) * (1.0f / 2688.0f);
+  EXPECT_FLOAT_BITS(out[0], 6.0f * factor);
+  EXPECT_FLOAT_BITS(out[1], 3.0f * factor);
+  EXPECT_FLOAT_BITS(out[2], 1.5f * factor);
+  EXPECT_FLOAT_BITS(out[3], -6.0f * factor);
+  EXPECT_FLOAT_BITS(out[4], -0.0f);
+  // It differs from fp32(fp32(q * s) * S_dec) in the last bit here.
+  EXPECT_NE(bits(out[0]), bits((6.0f * 5.5f) * ts.decode));
+  // 4over6 (M = 256): fp32(1/1536).
+  const Recipe& r46 = recipe("nvfp4.te_4over6");
+  ref::nvfp4_decode_block(r46, ref::nvfp4_tensor_scale(r46, g), 0x4B, c.data(), out.data());
+  EXPECT_FLOAT_BITS(out[0], 6.0f * ((5.5f * g) * (1.0f / 1536.0f)));
+}
+
+// torchao: x = q * fp32(S_dec * s). Pinned: G = 5000, code 5, scale 0x19
+// (0.0703125) -> 0x3ec8e492 where fp32(fp32(3 * s) * S_dec) is 0x3ec8e493;
+// G = 1e6, code 7, scale 0x7E -> 999999.94.
+TEST(Nvfp4Dequantize, TorchaoMultipliesTheScalesFirst) {
+  for (auto id : {"nvfp4.torchao", "nvfp4.torchao_cpu"}) {
+    SCOPED_TRACE(id);
+    const Recipe& r = recipe(id);
+    Codes c = codes_of({0x5, 0x8});
+    Block out{};
+    ref::nvfp4_decode_block(r, ref::nvfp4_tensor_scale(r, 5000.0f), 0x19, c.data(), out.data());
+    EXPECT_EQ(bits(out[0]), 0x3ec8e492u);
+    EXPECT_FLOAT_BITS(out[1], -0.0f);  // torchao's bit-level unpack keeps the sign
+    c = codes_of({0x7});
+    ref::nvfp4_decode_block(r, ref::nvfp4_tensor_scale(r, 1e6f), 0x7E, c.data(), out.data());
+    EXPECT_FLOAT_BITS(out[0], 999999.94f);
+    EXPECT_EQ(bits(out[0]), 0x497423ffu);
+  }
+  // Single level: q * s.
+  const Recipe& r1 = recipe("nvfp4.torchao_1l");
+  Codes c = codes_of({0x5});
+  Block out{};
+  ref::nvfp4_decode_block(r1, ref::nvfp4_tensor_scale(r1, 0.0f), 0x19, c.data(), out.data());
+  EXPECT_FLOAT_BITS(out[0], 3.0f * 0.0703125f);
+  // Fake quant follows the same order: the block max of G = 1e6 gets 0x7E, code 7.
+  const Block fq = fake_quant(recipe("nvfp4.torchao_cpu"), 1e6f, block_of({1e6f}));
+  EXPECT_EQ(bits(fq[0]), 0x497423ffu);
+}
+
+// ModelOpt: x = table(q) * fp32(s * S_dec), the table's 0x8 entry is +0.
+TEST(Nvfp4Dequantize, ModeloptMultipliesTheScalesFirstAndDecodesPlusZero) {
+  for (auto id : {"nvfp4.modelopt", "nvfp4.modelopt_cpu"}) {
+    SCOPED_TRACE(id);
+    const Recipe& r = recipe(id);
+    Codes c = codes_of({0x7, 0x8, 0xD});
+    Block out{};
+    ref::nvfp4_decode_block(r, ref::nvfp4_tensor_scale(r, 1e6f), 0x7E, c.data(), out.data());
+    EXPECT_EQ(bits(out[0]), 0x497423ffu);
+    EXPECT_EQ(bits(out[1]), 0u);
+    const float f = 448.0f * ref::nvfp4_tensor_scale(r, 1e6f).decode;
+    EXPECT_FLOAT_BITS(out[2], -3.0f * f);
+    c = codes_of({0x5});
+    ref::nvfp4_decode_block(r, ref::nvfp4_tensor_scale(r, 5000.0f), 0x19, c.data(), out.data());
+    EXPECT_EQ(bits(out[0]), 0x3ec8e492u);
+  }
+}
+
+// compressed-tensors: x = q * fp32(s / S_enc); its zero zero-point turns a
+// -0.0 input into code 0x0.
+TEST(Nvfp4Dequantize, CompressedTensorsDividesTheScaleByTheGlobalScale) {
+  for (auto id : {"nvfp4.ct", "nvfp4.ct_cuda", "nvfp4.ct_legacy", "nvfp4.ct_legacy_cpu"}) {
+    SCOPED_TRACE(id);
+    const Recipe& r = recipe(id);
+    const auto ts = ref::nvfp4_tensor_scale(r, 1000.0f);
+    Codes c = codes_of({0x7, 0x5, 0x8});
+    Block out{};
+    ref::nvfp4_decode_block(r, ts, 0x4B, c.data(), out.data());
+    const float f = 5.5f / ts.encode;
+    EXPECT_FLOAT_BITS(out[0], 6.0f * f);
+    EXPECT_FLOAT_BITS(out[1], 3.0f * f);
+    EXPECT_FLOAT_BITS(out[2], -0.0f);
+    // -0.0 in, code 0x0 out; a negative value that rounds to zero keeps 0x8.
+    const Quantized q = quantize(r, 2688.0f, block_of({6.0f, -0.0f, -0.1f}));
+    EXPECT_EQ(q.codes, codes_of({0x7, 0x0, 0x8}));
+  }
+}
+
+// compressed-tensors' triton path rounds x/d to bf16 before the E2M1 table:
+// 2.4999998 (below the tie 2.5 -> 2) becomes bf16 2.5, a tie -> 2; 3.4999998
+// -> bf16 3.5 -> 4 where fp32 gives 3.
+TEST(Nvfp4Ct, TritonPathRoundsTheQuotientToBf16) {
+  const float below = std::nextafter(3.5f, 0.0f);
+  const Block x = block_of({6.0f, below});
+  EXPECT_EQ(quantize(recipe("nvfp4.ct"), 2688.0f, x).codes[1], 0x5);
+  EXPECT_EQ(quantize(recipe("nvfp4.ct_cuda"), 2688.0f, x).codes[1], 0x6);
+}
+
+// ModelOpt's triton fake quant: a NaN or Inf per-tensor scale makes every
+// block's d = 1.0; an all-NaN block has amax NaN (tl.max), p = 448.
+TEST(Nvfp4ModeloptFq, NaNAndInfFallbacks) {
+  const Recipe& r = recipe("nvfp4.modelopt_fq");
+  const Block x = block_of({0.3f, -1.2f, 2.6f, 5.0f});
+  for (float g : {kNaN, kInf}) {
+    SCOPED_TRACE(g);
+    const Block fq = fake_quant(r, g, x);
+    EXPECT_FLOAT_BITS(fq[0], 0.5f);
+    EXPECT_FLOAT_BITS(fq[1], -1.0f);
+    EXPECT_FLOAT_BITS(fq[2], 3.0f);
+    EXPECT_FLOAT_BITS(fq[3], 4.0f);
+  }
+  // The tensor amax propagates NaN (ModelOpt's reduce_amax).
+  const std::vector<float> t = {1.0f, kNaN};
+  EXPECT_TRUE(std::isnan(ref::nvfp4_global_amax(r, t)));
+  // All-NaN block, G = 2688: d = 448, each NaN lane -> -6 * 448.
+  Block nan_block;
+  nan_block.fill(kNaN);
+  EXPECT_TRUE(std::isnan(ref::nvfp4_block_amax(r, nan_block.data(), 16)));
+  const Block fq = fake_quant(r, 2688.0f, nan_block);
+  for (float v : fq) EXPECT_FLOAT_BITS(v, -6.0f * 448.0f);
+}
+
 // ========================================================== properties ==
 
 // Non-finite and signed-zero inputs, per recipe (nvfp4.md §1, §10).
@@ -673,8 +954,10 @@ TEST(Nvfp4Properties, NegativeZero) {
   const Block x = block_of({1.0f, -0.0f});
   for (const Recipe& r : nvfp4_recipes()) {
     SCOPED_TRACE(std::string(r.id));
-    const bool positive_zero =
-        r.nv.rule == NvScaleRule::modelopt || r.nv.rule == NvScaleRule::ggml || r.fake_quant_only;
+    // ModelOpt's cast takes the sign from x < 0, ggml's argmin gives index 0,
+    // compressed-tensors adds its zero zero-point (-0 + 0 = +0).
+    const bool positive_zero = r.nv.rule == NvScaleRule::modelopt || r.nv.rule == NvScaleRule::ggml ||
+                               r.nv.rule == NvScaleRule::ct || r.fake_quant_only;
     if (r.fake_quant_only) {
       EXPECT_FLOAT_BITS(fake_quant(r, 2688.0f, x)[1], 0.0f);
       continue;
@@ -693,7 +976,8 @@ TEST(Nvfp4Properties, NegativeZero) {
     const Quantized q = quantize(r, 2688.0f, nz);
     const Quantized z = quantize(r, 2688.0f, Block{});
     EXPECT_EQ(q.scale, z.scale);
-    const bool positive_zero = r.nv.rule == NvScaleRule::modelopt || r.nv.rule == NvScaleRule::ggml;
+    const bool positive_zero =
+        r.nv.rule == NvScaleRule::modelopt || r.nv.rule == NvScaleRule::ggml || r.nv.rule == NvScaleRule::ct;
     for (int i = 0; i < 16; ++i) EXPECT_EQ(q.codes[i], positive_zero ? 0x0 : 0x8);
   }
 }
@@ -715,18 +999,15 @@ TEST(Nvfp4Properties, NaNElement) {
     }
     const Quantized q = quantize(r, 2688.0f, x);
     if (r.nv.amax_nan == NvAmaxNan::propagate) {
-      // torch.amax / CUTLASS host: NaN amax -> scale 0x7F (NaN) -> NaN block.
-      // torch libraries: every scaled element is NaN -> code 0x7 (CUDA rule;
-      // torchao and compressed-tensors leave it unspecified).
+      // torch.amax / CUTLASS host: NaN amax -> scale 0x7F (NaN) -> NaN block;
+      // every scaled element is NaN. CUTLASS's E2M1 conversion and ModelOpt's
+      // table give 0x7, torchao's integer bit cast of the canonical NaN 0x4,
+      // compressed-tensors' packer magnitude index 0.
       EXPECT_EQ(q.scale, 0x7F);
       for (float v : q.decoded) EXPECT_TRUE(std::isnan(v));
-      if (r.nv.rule == NvScaleRule::cutlass_epi) {
-        // min(st * (1/NaN), FLT_MAX) is fminf: the NaN is dropped, the
-        // element scale is FLT_MAX, and the zeros stay zero.
-        EXPECT_EQ(q.codes, codes_of({0x7, 0x7, 0x7}));
-      } else {
-        for (int i = 0; i < 16; ++i) EXPECT_EQ(q.codes[i], 0x7) << i;
-      }
+      const bool torchao = r.nv.rule == NvScaleRule::torchao || r.nv.rule == NvScaleRule::torchao_1l;
+      const uint8_t nan_code = r.nv.rule == NvScaleRule::ct ? 0x0 : torchao ? 0x4 : 0x7;
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(q.codes[i], nan_code) << i;
     } else {
       // fmaxf-style amax: the block is scaled from its other elements.
       const Quantized c = quantize(r, 2688.0f, clean);
@@ -882,6 +1163,8 @@ TEST(Nvfp4Properties, SignSymmetry) {
         // A NaN scale (non-saturating cast, G < a_b) makes every y NaN -> 0x7.
         if (r.nv.rule == NvScaleRule::modelopt && (c.x[i] == 0.0f || p.scale == 0x7F)) expected = p.codes[i];
         if (r.nv.rule == NvScaleRule::ggml && (p.codes[i] & 0x7) == 0) expected = 0x0;
+        // compressed-tensors adds its zero zero-point: -0 -> +0 (only an exact zero quotient).
+        if (r.nv.rule == NvScaleRule::ct && c.x[i] == 0.0f) expected = p.codes[i];
         ASSERT_EQ(n.codes[i], expected) << "x = " << c.x[i] << " G = " << c.global_amax;
         EXPECT_TRUE(same_float(n.decoded[i], -p.decoded[i]) || (n.decoded[i] == 0.0f && p.decoded[i] == 0.0f));
       }

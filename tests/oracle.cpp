@@ -250,4 +250,26 @@ std::vector<double> oracle_boundaries(const OracleFormat& f) {
   return out;
 }
 
+uint8_t oracle_ggml_ue4m3(float xf) {
+  // NaN and x <= 0 -> 0; x clamped to 448.
+  if (!(xf > 0.0f)) return 0;
+  const double x = std::min(static_cast<double>(xf), 448.0);
+  if (x < 0x1p-6) {
+    // Subnormal: trunc(fp32(x*512 + 0.5)), clamped to [1, 7]. x*512 + 0.5 is
+    // exact in double; one rounding to fp32 is the fp32 sum of ggml's float
+    // operands.
+    const double sum = static_cast<double>(static_cast<float>(x * 512.0 + 0.5));
+    const int man = std::min(static_cast<int>(std::floor(sum)), 7);
+    return man < 1 ? 0 : static_cast<uint8_t>(man);
+  }
+  if (x >= 256.0) return 0x7E;  // saturation by exponent
+  // Normal: half up on the E4M3 grid (3 fraction bits), 0x7E if that reaches 256.
+  int e = 0;
+  std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+  const double ulp = std::ldexp(1.0, e - 4);
+  const double q = std::floor(x / ulp + 0.5) * ulp;
+  if (q >= 256.0) return 0x7E;
+  return static_cast<uint8_t>(oracle_encode(ue4m3(), q, Rounding::rne, OnOverflow::saturate));
+}
+
 }  // namespace oracle

@@ -90,4 +90,8 @@ uint32_t oracle_encode(const OracleFormat& f, double x, Rounding r, OnOverflow o
 // boundary inputs.
 std::vector<double> oracle_boundaries(const OracleFormat& f);
 
+// ggml's fp32 -> UE4M3 conversion (nvfp4.ggml), from its description in
+// docs/formats.md, in double arithmetic on the ue4m3() grid.
+uint8_t oracle_ggml_ue4m3(float x);
+
 }  // namespace oracle

@@ -30,15 +30,14 @@ int k_axis(Side side) { return side == Side::a ? 1 : 0; }
 // value of `code` in every lane of a block with scale byte `byte` (HiF4: no
 // L2/L3 bits). NVFP4 decodes with S_dec = 1: the per-tensor scale is applied
 // once after accumulation (gemm_alpha).
-float decode_element(const Recipe& recipe, const PackedTensor& p, uint8_t byte, uint8_t code) {
+float decode_element(const Recipe& recipe, const PackedTensor& /*p*/, uint8_t byte, uint8_t code) {
   std::array<uint8_t, 64> codes;
   codes.fill(code);
   std::array<float, 64> out{};
   switch (recipe.format) {
     case Format::mxfp4: reference::mxfp4_decode_block(recipe, byte, codes.data(), out.data()); break;
     case Format::nvfp4:
-      reference::nvfp4_decode_block(recipe, reference::NvTensorScale{p.global_amax, 1.0f, 1.0f}, byte, codes.data(),
-                                    out.data());
+      reference::nvfp4_decode_block_unscaled(recipe, byte, codes.data(), out.data());
       break;
     case Format::hif4: reference::hif4_decode_block(recipe, byte, codes.data(), out.data()); break;
   }

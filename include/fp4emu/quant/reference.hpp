@@ -58,9 +58,22 @@ float nvfp4_block_amax(const Recipe& recipe, const float* x, int n);
 // scale is derived from (of the 16 values, or of the 16x16 tile).
 uint8_t nvfp4_quantize_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
                              float block_amax, const float* x, uint8_t* codes);
-// x = fp32(fp32(e2m1 * ue4m3) * S_dec) (nvfp4.md §0); scale 0x7F -> NaN block.
+// The recipe's library dequantize (docs/formats.md, NVFP4 dequantize table).
 void nvfp4_decode_block(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale,
                         const uint8_t* codes, float* out);
+// Block scale only, no per-tensor scale: e2m1 * s (ggml: its own decoder of
+// s). The GEMM operand value; the per-tensor scales are applied after the sum.
+void nvfp4_decode_block_unscaled(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out);
+// Whether the recipe's dequantize is x = fp32(q * f) with one factor f per
+// block, and that factor (the fast path decodes through these); whether code
+// 0x8 decodes to +0 there.
+bool nvfp4_decode_is_block_factor(const Recipe& recipe);
+float nvfp4_decode_factor(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale);
+bool nvfp4_decode_positive_zero(const Recipe& recipe);
+// ggml's own UE4M3 conversions (ggml-impl.h), used by nvfp4.ggml. The decoder
+// returns half the value, as ggml's does.
+uint8_t ggml_fp32_to_ue4m3(float x);
+float ggml_ue4m3_to_fp32(uint8_t x);
 void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
                             float block_amax, const float* x, float* out);
 

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <optional>
 #include <string>
@@ -184,6 +185,8 @@ reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const Tensor&
   constexpr float kRN16 = 1.0f / 6.0f;
   k.nv_encode_rn16 = ts.encode * kRN16;
   k.nv_decode = ts.decode;
+  k.nv_global_amax = ts.global_amax;
+  k.nv_factor_inv = 1.0f / (6.0f * o.recipe->nv.tensor_scale_e4m3_max);  // TE's dequantize
   return ts;
 }
 
@@ -301,8 +304,15 @@ void dequantize(const PackedTensor& p, int threads, Tensor& out) {
   k.recipe = &r;
   k.nibble_order = p.nibble_order;
   k.scale_bit_order = p.scale_bit_order;
-  // nvfp4.cpp nvfp4_decode_block: single-level recipes decode with S_dec = 1.
-  k.nv_decode = r.nv.rule == NvScaleRule::torchao_1l ? 1.0f : p.global_decode_scale;
+  k.nv_decode = p.global_decode_scale;
+  // nvfp4.cpp nvfp4_decode_block: the per-block factor of each scale byte.
+  std::array<float, 256> nv_factor{};
+  if (r.format == Format::nvfp4 && reference::nvfp4_decode_is_block_factor(r)) {
+    const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
+    for (int c = 0; c < 256; ++c) nv_factor[c] = reference::nvfp4_decode_factor(r, ts, static_cast<uint8_t>(c));
+    k.nv_factor = nv_factor.data();
+    k.nv_positive_zero = reference::nvfp4_decode_positive_zero(r);
+  }
   const AxisView v = axis_view(p.shape, p.axis);
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(r.format);

@@ -127,7 +127,9 @@ HWY_INLINE void DequantizeRun(NibbleOrder order, int scale_bytes, const uint8_t*
   }
 }
 
-NvTensorConstants NvConstants(const KernelArgs& k) { return {k.nv_encode_rn16, k.nv_decode}; }
+NvTensorConstants NvConstants(const KernelArgs& k) {
+  return {k.nv_encode_rn16, k.nv_decode, k.nv_global_amax, k.nv_factor_inv};
+}
 
 // ---- Exported entry points ---------------------------------------------------
 
@@ -215,8 +217,15 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
       break;
     case Format::nvfp4: {
       const float s_dec = k.nv_decode;
+      const float* factor = k.nv_factor;
+      const bool positive_zero = k.nv_positive_zero;
       DequantizeRun<kNvBlock, 4 * kNvBlock>(k.nibble_order, 1, codes, scales, n, y,
-                              [s_dec](const uint8_t* c, const uint8_t* s, float* out) { NvDecodeBlock(s_dec, s[0], c, out); });
+                              [s_dec, factor, positive_zero](const uint8_t* c, const uint8_t* s, float* out) {
+                                if (factor)
+                                  NvDecodeBlockFactor(factor[s[0]], positive_zero, c, out);
+                                else
+                                  NvDecodeBlock(s_dec, s[0], c, out);
+                              });
       break;
     }
   }

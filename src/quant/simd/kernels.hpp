@@ -26,6 +26,13 @@ struct KernelArgs {
   ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;
   float nv_encode_rn16 = 0.0f;  // NVFP4: fp32(S_enc * fp32(1/6))
   float nv_decode = 1.0f;       // NVFP4: S_dec used by the decode
+  float nv_global_amax = 0.0f;  // NVFP4: G (TE's dequantize)
+  float nv_factor_inv = 0.0f;   // NVFP4: fp32(1/(6*M)) (TE's dequantize)
+  // NVFP4 dequantize of the recipes whose library multiplies the element by
+  // one factor per block: x = q * nv_factor[scale byte] (null: the
+  // fp32(fp32(q*s)*S_dec) order); code 0x8 decodes to +0 when nv_positive_zero.
+  const float* nv_factor = nullptr;
+  bool nv_positive_zero = false;
 };
 
 // n consecutive values of one row that start at a block boundary: n / block

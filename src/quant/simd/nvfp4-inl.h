@@ -29,6 +29,8 @@ using NvTag = hn::CappedTag<float, kNvBlock>;
 struct NvTensorConstants {
   float encode_rn16;  // m = fp32(S_enc * RN16)
   float decode;       // S_dec
+  float global_amax;  // G, for TE's dequantize
+  float factor_inv;   // fp32(1/(6*M)), for TE's dequantize
 };
 
 // Block amax reduced with fmaxf (NvAmaxNan::drop): NaN lanes never win.
@@ -43,6 +45,7 @@ HWY_INLINE IntVec<D> AbsBitsDroppingNan(D d, hn::Vec<D> v) {
 struct NvBlock {
   hn::Vec<NvTag> scale;   // fp32(ue4m3 s), broadcast
   hn::Vec<NvTag> encode;  // enc_b, broadcast
+  hn::Vec<NvTag> factor;  // TE's dequantize factor fp32(fp32(s * G) * fp32(1/(6*M))), broadcast
 };
 
 // The scale steps of kNvGroup consecutive blocks at once (one division per
@@ -51,9 +54,10 @@ constexpr int kNvGroup = 4;
 struct NvGroupScales {
   alignas(16) float scale[kNvGroup];
   alignas(16) float encode[kNvGroup];
+  alignas(16) float factor[kNvGroup];
   NvBlock block(int b) const {
     const NvTag d;
-    return {hn::Set(d, scale[b]), hn::Set(d, encode[b])};
+    return {hn::Set(d, scale[b]), hn::Set(d, encode[b]), hn::Set(d, factor[b])};
   }
 };
 
@@ -82,8 +86,11 @@ HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float
     // §4.1 step 3: enc_b = fminf(fp32(1 / fp32(s * S_dec)), FLT_MAX); s = 0 -> FLT_MAX.
     const auto enc = hn::Min(hn::Div(hn::Set(dg, 1.0f), hn::Mul(s, hn::Set(dg, t.decode))),
                              hn::Set(dg, std::numeric_limits<float>::max()));
+    // TE's dequantize (dequantize_nvfp4.cuh:69): fp32(fp32(s * G) * fp32(1/(6*M))).
+    const auto factor = hn::Mul(hn::Mul(s, hn::Set(dg, t.global_amax)), hn::Set(dg, t.factor_inv));
     hn::Store(s, dg, g.scale + b);
     hn::Store(enc, dg, g.encode + b);
+    hn::Store(factor, dg, g.factor + b);
   }
   return g;
 }
@@ -107,13 +114,12 @@ template <Rounding R>
 HWY_INLINE void NvTeFakeQuantGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
   const NvTag d;
   const NvGroupScales g = NvTeGroupScales(t, x);
-  const auto decode = hn::Set(d, t.decode);
   for (int b = 0; b < kNvGroup; ++b) {
     const NvBlock blk = g.block(b);
     for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
       const auto q = NvSignedGrid<R>(blk, hn::LoadU(d, x + i), nullptr);
-      // nvfp4.md §0: fp32(fp32(e2m1 * s) * S_dec); the first product is exact.
-      hn::StoreU(hn::Mul(hn::Mul(q, blk.scale), decode), d, y + i);
+      // TE's dequantize: fp32(e2m1 * factor).
+      hn::StoreU(hn::Mul(q, blk.factor), d, y + i);
     }
   }
 }
@@ -136,7 +142,8 @@ HWY_INLINE void NvTeQuantizeGroup(const NvTensorConstants& t, const float* HWY_R
   }
 }
 
-// nvfp4_decode_block (all recipes but ggml): fp32(fp32(e2m1 * s) * S_dec),
+// nvfp4_decode_block for the recipes without a library dequantize (cudnn,
+// cutlass_epi): fp32(fp32(e2m1 * s) * S_dec),
 // with the sign in the first factor as the reference has it, so that NaN
 // operands propagate alike; UE4M3 0x7F makes the block NaN.
 HWY_INLINE void NvDecodeBlock(float s_dec, uint8_t scale, const uint8_t* HWY_RESTRICT codes, float* HWY_RESTRICT y) {
@@ -155,6 +162,24 @@ HWY_INLINE void NvDecodeBlock(float s_dec, uint8_t scale, const uint8_t* HWY_RES
     const auto magnitude = E2m1Value(d, hn::And(c, hn::Set(di, 7)));
     const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(di, 8))));
     hn::StoreU(hn::Mul(hn::Mul(hn::Or(magnitude, sign), s), decode), d, y + i);
+  }
+}
+
+// nvfp4_decode_block for the recipes whose library multiplies the element by
+// one per-block factor f (reference::nvfp4_decode_factor): fp32(e2m1 * f);
+// with positive_zero, code 0x8 is +0 (ModelOpt's table, ggml's kvalues).
+HWY_INLINE void NvDecodeBlockFactor(float factor, bool positive_zero, const uint8_t* HWY_RESTRICT codes,
+                                    float* HWY_RESTRICT y) {
+  const NvTag d;
+  const hn::RebindToSigned<NvTag> di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  const auto f = hn::Set(d, factor);
+  for (int i = 0; i < kNvBlock; i += n) {
+    auto c = LoadCodeBytes(d, codes + i);
+    if (positive_zero) c = hn::IfThenZeroElse(hn::Eq(c, hn::Set(di, 8)), c);
+    const auto magnitude = E2m1Value(d, hn::And(c, hn::Set(di, 7)));
+    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(di, 8))));
+    hn::StoreU(hn::Mul(hn::Or(magnitude, sign), f), d, y + i);
   }
 }
 
