@@ -14,6 +14,10 @@
 // A symbolic link is followed to the file it names: the temporary is made
 // next to that file and renamed over it, and the link stays.
 //
+// The first writer sets SIGXFSZ to be ignored (unless the program installed
+// a handler of its own), so that a write past a file-size limit fails with a
+// message instead of killing the process.
+//
 // Temporaries of the same destination that a killed process left behind
 // (its PID no longer runs) are removed when the destination is next written;
 // see remove_stale_temporaries.
