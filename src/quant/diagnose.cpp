@@ -354,10 +354,13 @@ Diagnosis diagnose(const Tensor& input, const PackedTensor& reference, const Sid
         }
         double sum_e = 0.0, sum_a = 0.0;
         for (int j = 0; j < B; ++j) sum_e += xe[j], sum_a += xa[j];
-        const Kind k = sum_a > sum_e ? Kind::scale_up : Kind::scale_down;
         // Code steps of the scale proper (HiF4: the E6M2 byte; NVFP4: the 7
         // UE4M3 bits).
         const uint32_t mask = g.format == Format::mxfp4 ? 0xFFu : g.format == Format::nvfp4 ? 0x7Fu : 0xFFu;
+        // Decoded lanes that cannot be ordered (TE's dequantize overflows to
+        // Inf for G > FLT_MAX/448) fall back to the scale codes.
+        const bool ordered = std::isfinite(sum_a) && std::isfinite(sum_e) && sum_a != sum_e;
+        const Kind k = (ordered ? sum_a > sum_e : (sa & mask) > (se & mask)) ? Kind::scale_up : Kind::scale_down;
         const int steps = std::abs(static_cast<int>(se & mask) - static_cast<int>(sa & mask));
         auto& sh = d.scale_shape;
         if (steps == 1) ++sh.one_step;
