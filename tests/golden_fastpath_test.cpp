@@ -102,6 +102,9 @@ void run_case(const json& c, const fs::path& out) {
   o.threads = 1;  // small tensors; OpenMP spinning on a loaded machine costs more than it gives
   if (c["expect"] == "error") {
     EXPECT_THROW(quantize(x, o), InputError) << id;
+    // The refusal is the case's evidence for verify (golden/README.md).
+    fs::create_directories(out / id);
+    std::ofstream(out / id / "error.txt") << "rejected\n";
     return;
   }
   const PackedTensor p = quantize(x, o);

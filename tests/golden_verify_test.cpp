@@ -13,11 +13,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sys/stat.h>
 #include <tuple>
 
 #include "fp4emu/error.hpp"
+#include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/recipe.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu::golden {
@@ -42,15 +45,23 @@ const json& case_of(const json& m, const std::string& id) {
 // A candidate that is a faithful copy of the output files of the suite: of
 // every case, or of the cases listed (the tests then verify with
 // --skip-missing; copying a thousand files is the slow part of these tests).
-void copy_outputs(const fs::path& to, const std::set<std::string>& only = {}) {
-  const json m = manifest();
-  for (const json& c : m["cases"])
+// A faithful kernel refuses the input of an expect-error case: error.txt.
+void copy_outputs(const fs::path& to, const std::set<std::string>& only = {}, const fs::path& suite = kSuite) {
+  std::ifstream in(suite / "manifest.json");
+  const json m = json::parse(in);
+  for (const json& c : m["cases"]) {
+    if (!only.empty() && !only.count(c["id"])) continue;
+    if (c["expect"] == "error") {
+      fs::create_directories(to / c["id"].get<std::string>());
+      std::ofstream(to / c["id"].get<std::string>() / "error.txt") << "tail length not a multiple of the block\n";
+    }
     for (const json& f : c["files"]) {
-      if (f["role"] != "output" || (!only.empty() && !only.count(c["id"]))) continue;
+      if (f["role"] != "output") continue;
       const fs::path dst = to / f["path"].get<std::string>();
       fs::create_directories(dst.parent_path());
-      fs::copy_file(kSuite / f["path"].get<std::string>(), dst);
+      fs::copy_file(suite / f["path"].get<std::string>(), dst);
     }
+  }
 }
 
 // Flips bit `bit` of data byte `byte` of a candidate .npy array.
@@ -82,8 +93,8 @@ TEST(GoldenVerify, FaithfulCopyPasses) {
   const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported(false));
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   EXPECT_EQ(r.total_mismatches, 0);
-  EXPECT_EQ(r.failed(), 0);
-  EXPECT_EQ(r.passed(), static_cast<int>(manifest()["cases"].size()));
+  EXPECT_EQ(r.count(CaseStatus::fail), 0);
+  EXPECT_EQ(r.count(CaseStatus::pass), static_cast<int>(manifest()["cases"].size()));
 }
 
 TEST(GoldenVerify, ReportsExactlyTheInjectedSingleBitFaults) {
@@ -154,9 +165,10 @@ TEST(GoldenVerify, ReportsExactlyTheInjectedSingleBitFaults) {
       EXPECT_NE(mm.expected, mm.actual);
     }
   }
-  EXPECT_EQ(r.failed(), 7);  // faults 4 and 5 are in one case
-  // mxfp4.ocp/special (untouched) and the tail_error cases, where no output is right.
-  EXPECT_EQ(r.passed(), 1 + static_cast<int>(std::size(kDefaultRecipes)));
+  EXPECT_EQ(r.count(CaseStatus::fail), 7);  // faults 4 and 5 are in one case
+  // mxfp4.ocp/special (untouched); the cases not copied are not run, never passed.
+  EXPECT_EQ(r.count(CaseStatus::pass), 1);
+  EXPECT_EQ(r.count(CaseStatus::not_run), static_cast<int>(m["cases"].size()) - 8);
 
   // --max-report bounds the list, not the count.
   VerifyOptions few = all_reported();
@@ -258,7 +270,9 @@ TEST(GoldenVerify, ReportsAGemmCFaultAtItsRowAndColumn) {
   EXPECT_NE(report_text(r).find("C row 2, column 3 (model block_fp32 blocks_per_step 2)"), std::string::npos)
       << report_text(r);
   for (const CaseResult& cr : r.cases)
-    if (cr.id == "nvfp4.te/gemm_scales") EXPECT_EQ(cr.status, "fail");
+    if (cr.id == "nvfp4.te/gemm_scales") {
+      EXPECT_EQ(cr.status, CaseStatus::fail);
+    }
 }
 
 TEST(GoldenVerify, OutputForARejectedInputFails) {
@@ -301,11 +315,13 @@ TEST(GoldenVerify, SkipMissingComparesWhatTheCandidateHas) {
   o.skip_missing = true;
   VerifyReport r = verify_suite(kSuite, cand.path(), o);
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
-  EXPECT_GT(r.skipped(), 0);
-  for (const CaseResult& c : r.cases)
-    if (c.id.rfind("hif4.a6/", 0) == 0 && c.family != "tail_error") {
-      EXPECT_EQ(c.status, "skipped") << c.id;
-    }
+  // A case without its dequant.npy is partial, never passed.
+  EXPECT_GT(r.count(CaseStatus::partial), 0);
+  for (const CaseResult& c : r.cases) {
+    if (c.id.rfind("hif4.a6/", 0) == 0) EXPECT_EQ(c.status, CaseStatus::not_run) << c.id;
+    else if (c.family == "gemm" || c.family == "tail_error") EXPECT_EQ(c.status, CaseStatus::pass) << c.id;
+    else EXPECT_EQ(c.status, CaseStatus::partial) << c.id;
+  }
   // An empty candidate compares nothing: that is an error, not a pass.
   testing::TempDir empty;
   r = verify_suite(kSuite, empty.path(), o);
@@ -364,6 +380,470 @@ TEST(GoldenVerify, CliExitCodesAndJson) {
   r = testing::run_cli(fmt::format("golden verify --suite {} --candidate {}", (cand / "nope").string(),
                                    cand.path().string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// ---- hostile suites and candidates ------------------------------------------------
+
+// A small suite generated here, whose manifest a test edits and re-hashes as
+// anyone with sha256sum can: the verifier must not trust it.
+class EditableSuite {
+ public:
+  explicit EditableSuite(std::vector<std::string> cases) {
+    GenerateOptions o;
+    o.recipes = {"mxfp4.ocp"};
+    o.cases = std::move(cases);
+    o.threads = 1;
+    generate_suite(path(), o);
+    std::ifstream in(path() / "manifest.json");
+    m = json::parse(in);
+  }
+  fs::path path() const { return dir_ / "suite"; }
+  json& case_(const std::string& id) {
+    for (json& c : m["cases"])
+      if (c["id"] == id) return c;
+    throw std::runtime_error("no case " + id);
+  }
+  // manifest.json from `m`, and SHA256SUMS re-hashed to match, plus `extra`
+  // lines.
+  void save(const std::string& extra = "") {
+    const std::string text = m.dump();
+    std::ofstream(path() / "manifest.json", std::ios::binary) << text;
+    std::string sums;
+    for (const json& c : m["cases"])
+      for (const json& f : c["files"])
+        if (f["path"].is_string() && f["sha256"].is_string())
+          sums += f["sha256"].get<std::string>() + "  " + f["path"].get<std::string>() + "\n";
+    sums += sha256_hex({reinterpret_cast<const uint8_t*>(text.data()), text.size()}) + "  manifest.json\n";
+    std::ofstream(path() / "SHA256SUMS", std::ios::binary) << sums << extra;
+  }
+  json m;
+
+ private:
+  testing::TempDir dir_;
+};
+
+// The InputError message of verifying `suite`; fails the test if it passes.
+std::string rejection(const fs::path& suite, const fs::path& cand, const VerifyOptions& o = all_reported()) {
+  try {
+    verify_suite(suite, cand, o);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "verify accepted the suite";
+  return {};
+}
+
+TEST(GoldenVerifyHostile, ManifestFieldsAreCheckedBeforeUse) {
+  const std::string id = "mxfp4.ocp/codes";
+  testing::TempDir cand;
+  struct Edit {
+    const char* what;  // the field the message must name
+    std::function<void(json& m, json& c)> edit;
+  };
+  const Edit edits[] = {
+      {"field 'block_size'", [](json&, json& c) { c["block_size"] = 0; }},  // divided by zero
+      {"field 'block_size'", [](json&, json& c) { c["block_size"] = 16; }},
+      {"field 'options.axis'", [](json&, json& c) { c["options"]["axis"] = 7; }},  // read outside shape
+      {"field 'options.axis'", [](json&, json& c) { c["options"]["axis"] = -5; }},
+      {"field 'options.axis'", [](json&, json& c) { c["options"]["axis"] = 4294967297.0; }},
+      {"'shape'", [](json&, json& c) { c["shape"][0] = c["shape"][0].get<int64_t>() + 100; }},  // heap overflow
+      {"field 'shape[0]'", [](json&, json& c) { c["shape"] = json::array({1e300, 4}); }},      // UB cast
+      {"field 'shape[0]'", [](json&, json& c) { c["shape"][0] = -3; }},
+      {"field 'shape[1]'", [](json&, json& c) { c["shape"][1] = "32"; }},
+      {"field 'shape'", [](json&, json& c) { c["shape"] = json::array({4294967296LL, 4294967296LL, 64}); }},
+      {"field 'cases'", [](json& m, json&) { m.erase("cases"); }},
+      {"field 'files[1].role'", [](json&, json& c) { c["files"][1]["role"] = 5; }},
+      {"field 'nan_scale_blocks[0]'", [](json&, json& c) { c["nan_scale_blocks"] = json::array({1000000000}); }},
+      {"field 'recipe'", [](json&, json& c) { c["recipe"] = "mxfp4.nope"; }},
+      {"field 'options.nibble_order'", [](json&, json& c) { c["options"].erase("nibble_order"); }},
+      {"field 'files'", [](json&, json& c) { c["files"] = json::array({c["files"][0]}); }},  // outputs unlisted
+  };
+  for (const Edit& e : edits) {
+    EditableSuite suite({id});
+    copy_outputs(cand.path(), {}, suite.path());
+    json& c = suite.case_(id);
+    e.edit(suite.m, c);
+    suite.save();
+    const std::string msg = rejection(suite.path(), cand.path());
+    EXPECT_NE(msg.find(e.what), std::string::npos) << e.what << "\n" << msg;
+    EXPECT_NE(msg.find("manifest.json"), std::string::npos) << msg;
+    fs::remove_all(cand.path());
+    fs::create_directories(cand.path());
+  }
+}
+
+TEST(GoldenVerifyHostile, GemmCaseWithoutOutputsIsRejected) {
+  EditableSuite suite({"mxfp4.ocp/gemm_tail"});
+  testing::TempDir cand;
+  suite.case_("mxfp4.ocp/gemm_tail").erase("outputs");
+  suite.save();
+  EXPECT_NE(rejection(suite.path(), cand.path()).find("field 'outputs'"), std::string::npos);
+}
+
+// A manifest whose every shape grew consistently (re-hashed): the arrays on
+// disk are smaller than it says, and that is caught before any index.
+TEST(GoldenVerifyHostile, FilesSmallerThanTheManifestSaysAreRejected) {
+  const std::string id = "mxfp4.ocp/codes";
+  EditableSuite suite({id});
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {}, suite.path());
+  json& c = suite.case_(id);
+  ASSERT_EQ(c["options"]["axis"], 1);
+  c["shape"][0] = c["shape"][0].get<int64_t>() + 1000;
+  c["rows"] = c["rows"].get<int64_t>() + 1000;
+  for (json& f : c["files"])
+    if (f.contains("shape")) f["shape"][0] = f["shape"][0].get<int64_t>() + 1000;
+  suite.save();
+  const std::string msg = rejection(suite.path(), cand.path());
+  EXPECT_NE(msg.find("manifest.json says"), std::string::npos) << msg;
+  EXPECT_EQ(testing::run_cli(fmt::format("golden verify --suite {} --candidate {}", suite.path().string(),
+                                         cand.path().string()))
+                .exit_code,
+            2);
+}
+
+TEST(GoldenVerifyHostile, PathsStayInsideTheSuite) {
+  const std::string id = "mxfp4.ocp/codes";
+  testing::TempDir cand, outside;
+  const std::string hostname = "../../../../../../../../etc/hostname";
+  struct Edit {
+    const char* what;
+    std::function<void(EditableSuite&)> edit;
+  };
+  const Edit edits[] = {
+      {"'..' component", [&](EditableSuite& s) { s.save(fmt::format("{:064x}  {}\n", 0, hostname)); }},
+      {"absolute path", [&](EditableSuite& s) { s.save(fmt::format("{:064x}  /etc/hostname\n", 0)); }},
+      {"field 'files[0].path'",
+       [&](EditableSuite& s) {
+         s.case_(id)["files"][0]["path"] = hostname;
+         s.save();
+       }},
+      {"absolute path",
+       [&](EditableSuite& s) {
+         s.case_(id)["files"][0]["path"] = "/etc/hostname";
+         s.save();
+       }},
+      {"field 'id'",
+       [&](EditableSuite& s) {
+         s.case_(id)["id"] = "../../etc";
+         s.save();
+       }},
+      {"empty component",
+       [&](EditableSuite& s) {
+         s.case_(id)["files"][0]["path"] = "mxfp4.ocp//codes/input.npy";
+         s.save();
+       }},
+      // A file in the suite that the manifest does not list is never read.
+      {"which manifest.json does not",
+       [&](EditableSuite& s) { s.save(sha256_file_hex(s.path() / "mxfp4.ocp/codes/input.npy") + "  extra.npy\n"); }},
+      // A symlink to an identical file outside: the digest would match.
+      {"outside the suite folder",
+       [&](EditableSuite& s) {
+         const fs::path in = s.path() / "mxfp4.ocp/codes/input.npy";
+         fs::copy_file(in, outside / "input.npy", fs::copy_options::overwrite_existing);
+         fs::remove(in);
+         fs::create_symlink(outside / "input.npy", in);
+       }},
+  };
+  for (const Edit& e : edits) {
+    EditableSuite suite({id});
+    copy_outputs(cand.path(), {}, suite.path());
+    e.edit(suite);
+    const std::string msg = rejection(suite.path(), cand.path());
+    EXPECT_NE(msg.find(e.what), std::string::npos) << e.what << "\n" << msg;
+    // The digest of a file outside the suite is never computed or printed.
+    if (fs::exists("/etc/hostname")) {
+      EXPECT_EQ(msg.find(sha256_file_hex("/etc/hostname")), std::string::npos) << msg;
+    }
+    fs::remove_all(cand.path());
+    fs::create_directories(cand.path());
+  }
+}
+
+TEST(GoldenVerifyHostile, CandidateFifoAndOutsideSymlinkAreErrorsNotHangs) {
+  const std::string id = "mxfp4.ocp/codes";
+  EditableSuite suite({id});
+  testing::TempDir cand, outside;
+  copy_outputs(cand.path(), {}, suite.path());
+  fs::remove(cand / (id + "/codes.npy"));
+  ASSERT_EQ(mkfifo((cand / (id + "/codes.npy")).c_str(), 0600), 0);
+  fs::copy_file(cand / (id + "/scales.npy"), outside / "scales.npy");
+  fs::remove(cand / (id + "/scales.npy"));
+  fs::create_symlink(outside / "scales.npy", cand / (id + "/scales.npy"));
+  const VerifyReport r = verify_suite(suite.path(), cand.path(), all_reported(false));
+  EXPECT_EQ(r.exit_code(), 2);
+  ASSERT_EQ(r.cases.size(), 1u);
+  EXPECT_EQ(r.cases[0].status, CaseStatus::error);
+  const std::string text = report_text(r);
+  EXPECT_NE(text.find("is a FIFO, not a regular file"), std::string::npos) << text;
+  EXPECT_NE(text.find("outside the candidate folder"), std::string::npos) << text;
+}
+
+TEST(GoldenVerifyHostile, MaxReportMustNotBeNegative) {
+  testing::TempDir cand;
+  VerifyOptions o = all_reported();
+  o.max_report = -1;
+  EXPECT_NE(rejection(kSuite, cand.path(), o).find("--max-report -1"), std::string::npos);
+  const auto r = testing::run_cli(
+      fmt::format("golden verify --suite {} --candidate {} --max-report -1", kSuite.string(), cand.path().string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max-report"), std::string::npos) << r.output;
+}
+
+TEST(GoldenGenerate, TrailingSlashThreadsAndCleanupOnFailure) {
+  testing::TempDir dir;
+  GenerateOptions o;
+  o.recipes = {"mxfp4.ocp"};
+  o.cases = {"mxfp4.ocp/tail_01"};
+  // "DIR/" names DIR.
+  const GenerateSummary s = generate_suite(dir.path().string() + "/out/", o);
+  EXPECT_EQ(s.cases, 1);
+  EXPECT_TRUE(fs::exists(dir / "out/manifest.json"));
+  generate_suite(dir.path().string() + "/out/", o);  // replaces the previous suite
+  for (const auto& e : fs::directory_iterator(dir.path())) EXPECT_EQ(e.path().filename(), "out");
+  // A failure leaves neither the directories it would have created nor a
+  // staging folder.
+  o.cases = {"mxfp4.ocp/no_such_case"};
+  EXPECT_THROW(generate_suite(dir.path().string() + "/new/deeper/out/", o), InputError);
+  EXPECT_FALSE(fs::exists(dir / "new"));
+  o.cases = {};
+  for (int t : {-1, 100000}) {
+    o.threads = t;
+    EXPECT_THROW(generate_suite(dir / "t", o), InputError) << t;
+  }
+  EXPECT_FALSE(fs::exists(dir / "t"));
+  for (const char* t : {"-1", "100000"}) {
+    const auto r = testing::run_cli(fmt::format("golden generate --out {} --recipe mxfp4.ocp --threads {}",
+                                                (dir / "t").string(), t));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "t"));
+}
+
+// ---- why: statuses, filters, root causes, JUnit, bits versions -------------------------
+
+TEST(GoldenVerifyWhy, FiltersCountOtherCasesAsNotRun) {
+  const json m = manifest();
+  std::set<std::string> ocp;
+  for (const json& c : m["cases"])
+    if (c["recipe"] == "mxfp4.ocp") ocp.insert(c["id"]);
+  testing::TempDir cand;
+  copy_outputs(cand.path(), ocp);
+  VerifyOptions o = all_reported(false);
+  o.filter.recipes = {"mxfp4.ocp"};
+  VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  EXPECT_EQ(r.exit_code(), 0) << report_text(r);
+  EXPECT_EQ(r.count(CaseStatus::pass), static_cast<int>(ocp.size()));
+  EXPECT_EQ(r.count(CaseStatus::not_run), static_cast<int>(m["cases"].size() - ocp.size()));
+  // Family and case globs narrow further (ANDed).
+  o.filter.families = {"tail*"};
+  o.filter.cases = {"*/tail_0?", "*/tail_error"};
+  r = verify_suite(kSuite, cand.path(), o);
+  EXPECT_EQ(r.count(CaseStatus::pass), 10);  // tail_01..tail_09 and tail_error
+  // A filter that names nothing is refused.
+  for (auto edit : std::vector<std::function<void(CaseFilter&)>>{
+           [](CaseFilter& f) { f.recipes = {"mxfp4.nope"}; }, [](CaseFilter& f) { f.cases = {"zzz*"}; },
+           [](CaseFilter& f) { f.families = {"nope"}; }, [](CaseFilter& f) { f.recipes = {"nvfp4.torchao"}; }}) {
+    VerifyOptions bad = all_reported();
+    edit(bad.filter);
+    EXPECT_THROW(verify_suite(kSuite, cand.path(), bad), InputError);
+  }
+  const auto cli = testing::run_cli(fmt::format("golden verify --suite {} --candidate {} --recipe mxfp4.ocp",
+                                                kSuite.string(), cand.path().string()));
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_NE(cli.output.find(fmt::format("{} not run", m["cases"].size() - ocp.size())), std::string::npos)
+      << cli.output;
+}
+
+// A case passes only on evidence: all its output files, or for an
+// expect-error case the kernel's error.txt.
+TEST(GoldenVerifyWhy, MissingFilesArePartialAndRefusalsNeedEvidence) {
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {"nvfp4.te/codes", "mxfp4.ocp/tail_error"});
+  fs::remove(cand / "nvfp4.te/codes/dequant.npy");
+  VerifyOptions o = all_reported(true);
+  o.filter.cases = {"nvfp4.te/codes", "mxfp4.ocp/tail_error"};
+  VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  EXPECT_EQ(r.exit_code(), 0) << report_text(r);
+  for (const CaseResult& c : r.cases) {
+    if (c.id == "nvfp4.te/codes") {
+      EXPECT_EQ(c.status, CaseStatus::partial);
+      EXPECT_EQ(c.compared, c.outputs - 1);
+    }
+    if (c.id == "mxfp4.ocp/tail_error") {
+      EXPECT_EQ(c.status, CaseStatus::pass);
+    }
+  }
+  // Without --skip-missing a missing file is an error (exit 2), still not a pass.
+  r = verify_suite(kSuite, cand.path(), all_reported(false));
+  EXPECT_EQ(r.exit_code(), 2);
+  // An empty candidate: the tail_error case has no evidence of a refusal.
+  testing::TempDir empty;
+  o.filter.cases = {"mxfp4.ocp/tail_error"};
+  r = verify_suite(kSuite, empty.path(), o);
+  ASSERT_EQ(r.count(CaseStatus::not_run), static_cast<int>(manifest()["cases"].size()));
+  EXPECT_EQ(r.exit_code(), 2);  // nothing compared
+  o.skip_missing = false;
+  r = verify_suite(kSuite, empty.path(), o);
+  EXPECT_EQ(r.count(CaseStatus::error), 1);
+  EXPECT_EQ(r.count(CaseStatus::pass), 0);
+}
+
+TEST(GoldenVerifyWhy, StaleBitsVersionIsNotAKernelBug) {
+  const std::string id = "mxfp4.ocp/codes";
+  EditableSuite suite({id});
+  // The generator records each case's bits version.
+  for (const json& c : suite.m["cases"])
+    EXPECT_EQ(c["bits_version"], find_recipe(c["recipe"].get<std::string>())->bits_version);
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {}, suite.path());
+  flip(cand.path(), id + "/codes.npy", 0, 0);
+  const int running = find_recipe("mxfp4.ocp")->bits_version;
+  suite.case_(id)["bits_version"] = running + 1;
+  suite.save();
+  VerifyReport r = verify_suite(suite.path(), cand.path(), all_reported());
+  ASSERT_EQ(r.cases.size(), 1u);
+  EXPECT_EQ(r.cases[0].status, CaseStatus::stale);
+  EXPECT_EQ(r.total_mismatches, 0);
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_NE(report_text(r).find(fmt::format("suite made with mxfp4.ocp bits v{}, this fp4emu implements v{}: "
+                                            "regenerate",
+                                            running + 1, running)),
+            std::string::npos)
+      << report_text(r);
+  // A suite without the field is bits v1.
+  suite.case_(id).erase("bits_version");
+  suite.save();
+  r = verify_suite(suite.path(), cand.path(), all_reported());
+  EXPECT_EQ(r.cases[0].status, running == 1 ? CaseStatus::fail : CaseStatus::stale);
+}
+
+// A lane whose x/X is an exact midpoint of E2M1, computed here from the
+// E8M0 scale (X = 2^(s - 127)) and the E2M1 grid, independently of fp4emu.
+TEST(GoldenVerifyWhy, TieRoundedAwayIsClassified) {
+  const std::string id = "mxfp4.ocp/codes";
+  const io::Array in = io::read_npy(kSuite / (id + "/input.npy"));
+  const io::Array sc = io::read_npy(kSuite / (id + "/scales.npy"));
+  const io::Array codes = io::read_npy(kSuite / (id + "/codes.npy"));
+  const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const std::vector<float> x = io::to_f32(in);
+  int64_t at = -1;
+  int away = 0;
+  for (size_t i = 0; i < x.size() && at < 0; ++i) {
+    const int s = sc.bytes[i / 32];
+    if (s == 0xFF || s < 10) continue;
+    const double t = std::fabs(static_cast<double>(x[i])) / std::ldexp(1.0, s - 127);
+    const int code = (codes.bytes[i / 2] >> (i % 2 ? 4 : 0)) & 7;
+    for (int c = 0; c < 7; ++c)
+      if (t == (grid[c] + grid[c + 1]) / 2 && code == c) {  // a tie the recipe rounded down (to even)
+        at = static_cast<int64_t>(i);
+        away = c + 1;
+      }
+  }
+  ASSERT_GE(at, 0) << "the codes case has no tie rounded toward zero";
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {id});
+  io::Array c = codes;
+  const int shift = at % 2 ? 4 : 0;
+  c.bytes[at / 2] = static_cast<uint8_t>((c.bytes[at / 2] & ~(7 << shift)) | (away << shift));
+  io::write_npy(cand / (id + "/codes.npy"), c);
+  VerifyOptions o = all_reported();
+  o.filter.cases = {id};
+  const VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  ASSERT_EQ(r.total_mismatches, 1) << report_text(r);
+  EXPECT_NE(r.first[0].scaled.find("(tie of "), std::string::npos) << report_text(r);
+  for (const CaseResult& cr : r.cases) {
+    if (cr.id == id) {
+      EXPECT_NE(cr.classification.find("ties rounded away from zero in 1 of 1 differing elements"), std::string::npos)
+          << cr.classification;
+    }
+  }
+}
+
+// A truncated NVFP4 block scale, with the code and value it spoils, plus a
+// code-only fault in a later block: the scale is listed first, with its
+// context, and the case line names both causes.
+TEST(GoldenVerifyWhy, RootCauseFirstPerBlock) {
+  const std::string id = "nvfp4.te/random_llm_bf16";  // [32, 64]: 4 blocks a row
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {id});
+  io::Array sc = io::read_npy(cand / (id + "/scales.npy"));
+  ASSERT_GT(sc.bytes[5], 1);
+  sc.bytes[5] -= 1;
+  io::write_npy(cand / (id + "/scales.npy"), sc);
+  flip(cand.path(), id + "/dequant.npy", 4 * (1 * 64 + 16 + 3), 0);  // block 5, element 3
+  flip(cand.path(), id + "/codes.npy", 1 * 32 + 8 + 1, 0);            // block 5, element 2
+  flip(cand.path(), id + "/codes.npy", 2 * 32 + 0, 4);                // block 8, element 1
+  VerifyOptions o = all_reported();
+  o.filter.cases = {id};
+  const VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  ASSERT_EQ(r.first.size(), 4u) << report_text(r);
+  EXPECT_EQ(r.first[0].kind, "scale");
+  EXPECT_EQ(r.first[0].block, 5);
+  EXPECT_NE(r.first[0].block_amax, "");
+  EXPECT_NE(r.first[0].s_enc, "");
+  EXPECT_EQ(r.first[0].before_rounding.rfind("amax/6*S_enc = ", 0), 0u) << r.first[0].before_rounding;
+  EXPECT_EQ(r.first[1].kind, "code");
+  EXPECT_EQ(r.first[2].kind, "dequant");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.first[i].cause, "scale");
+  EXPECT_EQ(r.first[3].block, 8);
+  EXPECT_EQ(r.first[3].cause, "codes");
+  EXPECT_EQ(r.first[3].scaled.rfind("x/(s*S_dec) = ", 0), 0u) << r.first[3].scaled;
+  for (const CaseResult& cr : r.cases)
+    if (cr.id == id) {
+      // The shared diagnosis: the block with the smaller scale is one block
+      // difference; the code fault of block 8 one element difference.
+      EXPECT_NE(cr.classification.find("block scale smaller than expected by one code step"), std::string::npos)
+          << cr.classification;
+      EXPECT_NE(cr.classification.find("in 1 of 1 differing blocks"), std::string::npos) << cr.classification;
+      EXPECT_NE(cr.classification.find("in 1 of 1 differing elements"), std::string::npos) << cr.classification;
+    }
+}
+
+TEST(GoldenVerifyWhy, JsonOmitsWhatDoesNotApplyAndJUnitHasOneTestcasePerCase) {
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {"nvfp4.te/codes", "mxfp4.ocp/gemm_tail", "hif4.v14/special"});
+  flip(cand.path(), "nvfp4.te/codes/codes.npy", 0, 0);
+  flip(cand.path(), "mxfp4.ocp/gemm_tail/C_exact.npy", 0, 0);
+  fs::remove(cand / "hif4.v14/special/dequant.npy");
+  const fs::path junit = cand / "report.xml";
+  const auto r = testing::run_cli(fmt::format("golden verify --suite {} --candidate {} --skip-missing --json --junit {}",
+                                              kSuite.string(), cand.path().string(), junit.string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const json j = json::parse(r.output);
+  bool saw_gemm = false, saw_code = false;
+  for (const json& m : j["mismatches"]) {
+    if (m["kind"] == "gemm_c") {
+      saw_gemm = true;
+      EXPECT_TRUE(m.contains("column"));
+      EXPECT_FALSE(m.contains("block"));
+    } else {
+      saw_code = true;
+      EXPECT_FALSE(m.contains("column")) << m.dump();
+      EXPECT_TRUE(m.contains("block"));
+    }
+  }
+  EXPECT_TRUE(saw_gemm && saw_code);
+  EXPECT_EQ(j["partial"], 1);
+  ASSERT_TRUE(fs::exists(junit));
+  // Well-formed XML with one testcase per case (Debian's Python parses it).
+  const std::string check = fmt::format(
+      "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; s = E.parse(sys.argv[1]).getroot()[0]; "
+      "print(len(s.findall('testcase')), len(s.findall('testcase/failure')), len(s.findall('testcase/skipped')))\" {}",
+      junit.string());
+  FILE* p = popen(check.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[256] = {};
+  const size_t n = fread(buf, 1, sizeof buf - 1, p);
+  pclose(p);
+  const size_t cases = manifest()["cases"].size();
+  EXPECT_EQ(std::string(buf, n), fmt::format("{} 2 {}\n", cases, cases - 2)) << buf;
+  // A failure names its classification.
+  std::ifstream in(junit);
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<failure message=\"1 mismatches: "), std::string::npos) << xml;
+  EXPECT_NE(xml.find("of 1 differing elements\" type=\"mismatch\">"), std::string::npos) << xml;
 }
 
 }  // namespace

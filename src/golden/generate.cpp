@@ -160,6 +160,7 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
   meta["probes"] = c.probes;
   meta["format"] = std::string(format_name(c.recipe->format));
   meta["recipe"] = std::string(c.recipe->id);
+  meta["bits_version"] = c.recipe->bits_version;
   // (An expect-error case's own options are rejected; its other fields are
   // resolved as if padded.)
   QuantOptions resolvable = c.options;
@@ -320,6 +321,7 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
   meta["probes"] = c.probes;
   meta["format"] = std::string(format_name(r.format));
   meta["recipe"] = std::string(r.id);
+  meta["bits_version"] = r.bits_version;
   meta["input_dtype"] = std::string(dtype_name(g.dtype));
   meta["m"] = c.m;
   meta["n"] = c.n;
@@ -424,36 +426,70 @@ std::vector<std::string> selected_recipes(const GenerateOptions& options) {
 }
 
 std::string generator_command(const GenerateOptions& options) {
-  return fmt::format("fp4emu golden generate --out DIR --recipes {} --level {} --seed {}",
-                     join(selected_recipes(options), ","), options.level, options.seed);
+  const CaseFilter filter{options.families, options.cases, {}};
+  return fmt::format("fp4emu golden generate --out DIR --recipes {}{} --level {} --seed {}",
+                     join(selected_recipes(options), ","), filter.empty() ? "" : " " + filter.text(), options.level,
+                     options.seed);
 }
 
-GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& options) {
+GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& options) {
   if (options.level < 1 || options.level > 3)
     throw InputError(fmt::format("--level {} is invalid; use 1 (edges + small random), 2 (+ larger random) or 3 "
                                  "(+ exhaustive bf16 sets)",
                                  options.level));
+  // Each OpenMP thread has its own stack: a count far beyond any machine only
+  // exhausts memory (the CLI's --threads rule, tools/fp4emu/cli.hpp).
+  constexpr int kMaxThreads = 1024;
+  if (options.threads < 0 || options.threads > kMaxThreads)
+    throw InputError(fmt::format("--threads {}: use 0 (every hardware thread) or 1..{}", options.threads, kMaxThreads));
+  // "DIR/" and "DIR/." name DIR: the staging folder is DIR's sibling.
+  fs::path out = out_arg.lexically_normal();
+  if (!out.has_filename() && out.has_parent_path()) out = out.parent_path();
+  if (out.empty() || out.filename() == "." || out.filename() == ".." || out == out.root_path())
+    throw InputError(fmt::format("--out {}: name the suite's own directory (e.g. --out suite)", out_arg.string()));
   const std::vector<std::string> recipes = selected_recipes(options);
   check_destination(out);
 
-  // Per recipe: the quantization cases, then the GEMM cases.
+  // Per recipe: the quantization cases, then the GEMM cases, those the
+  // --family/--case filter selects.
+  const CaseFilter filter{options.families, options.cases, {}};
+  std::vector<CaseFilter::Key> keys;
   std::vector<std::function<CaseOutput(const fs::path&)>> cases;
   for (const std::string& id : recipes) {
-    for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed))
-      cases.push_back([c = std::move(c)](const fs::path& stage) { return realize(c, stage); });
-    for (GemmCaseSpec& c : build_gemm_cases(*find_recipe(id), options.level, options.seed))
-      cases.push_back([c = std::move(c)](const fs::path& stage) { return realize_gemm(c, stage); });
+    for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed)) {
+      keys.push_back({c.family, c.id, id});
+      if (filter.selects(c.family, c.id, id))
+        cases.push_back([c = std::move(c)](const fs::path& stage) { return realize(c, stage); });
+    }
+    for (GemmCaseSpec& c : build_gemm_cases(*find_recipe(id), options.level, options.seed)) {
+      keys.push_back({"gemm", c.id, id});
+      if (filter.selects("gemm", c.id, id))
+        cases.push_back([c = std::move(c)](const fs::path& stage) { return realize_gemm(c, stage); });
+    }
   }
+  if (!filter.empty()) filter.check_matches(keys);
 
+  // Directories created here are removed again if the run fails.
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::vector<fs::path> created;
   std::error_code ec;
+  for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created.push_back(p);
+    if (!p.has_relative_path() || p == p.parent_path()) break;
+  }
   fs::create_directories(parent, ec);
+  auto remove_created = [&created] {
+    std::error_code e;
+    for (const fs::path& p : created) fs::remove(p, e);  // innermost first; only if empty
+  };
   const fs::path stage = parent / fmt::format(".{}.tmp-golden-{}", out.filename().string(), getpid());
   io::remove_stale_temporaries(out);  // staging folders of killed runs
   fs::remove_all(stage, ec);
-  if (!fs::create_directories(stage, ec))
+  if (!fs::create_directories(stage, ec)) {
+    remove_created();
     throw InputError(fmt::format("--out {}: cannot create the staging directory {} ({})", out.string(),
                                  stage.string(), ec.message()));
+  }
   try {
     std::vector<CaseOutput> results(cases.size());
     std::vector<std::exception_ptr> errors(cases.size());
@@ -520,6 +556,7 @@ GenerateSummary generate_suite(const fs::path& out, const GenerateOptions& optio
     return summary;
   } catch (...) {
     fs::remove_all(stage, ec);
+    remove_created();
     throw;
   }
 }

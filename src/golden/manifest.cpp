@@ -25,12 +25,6 @@ using json = nlohmann::json;
 // input is refused before nlohmann builds (and later destroys) it.
 constexpr int kMaxJsonDepth = 16;
 
-[[noreturn]] void bad(const fs::path& suite, const std::string& what) {
-  throw InputError(fmt::format("suite {}: {}; regenerate it (fp4emu golden generate) or restore it from version "
-                               "control",
-                               suite.string(), what));
-}
-
 int json_depth(std::string_view text) {
   int depth = 0, max_depth = 0;
   bool in_string = false;
@@ -51,22 +45,24 @@ int json_depth(std::string_view text) {
   return max_depth;
 }
 
-// A checked view of one JSON value: `where` names it in messages, e.g.
-// "case \"mxfp4.ocp/codes\" field 'options.axis'".
+// A checked view of one JSON value, named in messages by its owner and its
+// field path: "case \"mxfp4.ocp/codes\" field 'files[2].role'".
 class Node {
  public:
-  Node(const json& j, std::string where, const fs::path& suite) : j_(j), where_(std::move(where)), suite_(suite) {}
+  Node(const json& j, std::string owner, const fs::path& suite, std::string path = {})
+      : j_(j), owner_(std::move(owner)), path_(std::move(path)), suite_(suite) {}
 
-  [[noreturn]] void fail(const std::string& what) const { bad(suite_, fmt::format("manifest.json: {} {}", where_, what)); }
-  const std::string& where() const { return where_; }
+  [[noreturn]] void fail(const std::string& what) const { bad_suite(suite_, fmt::format("manifest.json: {} {}", where(), what)); }
+  std::string where() const { return path_.empty() ? owner_ : fmt::format("{} field '{}'", owner_, path_); }
   const json& raw() const { return j_; }
 
   bool has(const char* key) const { return j_.is_object() && j_.contains(key) && !j_.at(key).is_null(); }
   Node at(const char* key) const {
     if (!j_.is_object()) fail("is not a JSON object");
     const auto it = j_.find(key);
-    if (it == j_.end()) fail(fmt::format("has no field '{}'", key));
-    return Node(*it, child_where(key), suite_);
+    const std::string path = path_.empty() ? std::string(key) : path_ + "." + key;
+    if (it == j_.end()) Node(j_, owner_, suite_, path).fail("is missing");
+    return Node(*it, owner_, suite_, path);
   }
   Node object(const char* key) const {
     Node n = at(key);
@@ -79,7 +75,7 @@ class Node {
     if (n.j_.size() < min_size) n.fail(fmt::format("has {} entries, needs at least {}", n.j_.size(), min_size));
     std::vector<Node> out;
     out.reserve(n.j_.size());
-    for (size_t i = 0; i < n.j_.size(); ++i) out.emplace_back(n.j_[i], fmt::format("{}[{}]", n.where_, i), suite_);
+    for (size_t i = 0; i < n.j_.size(); ++i) out.emplace_back(n.j_[i], owner_, suite_, fmt::format("{}[{}]", n.path_, i));
     return out;
   }
   std::string string(const char* key) const { return at(key).as_string(); }
@@ -111,19 +107,14 @@ class Node {
   }
 
  private:
-  std::string child_where(const char* key) const {
-    // "case X field 'a'" + "b" -> "case X field 'a.b'".
-    if (!where_.empty() && where_.back() == '\'') return where_.substr(0, where_.size() - 1) + "." + key + "'";
-    return fmt::format("{} field '{}'", where_, key);
-  }
   static std::string type_text(const json& j) {
     if (j.is_number_float()) return "a non-integer number";
-    if (j.is_number()) return "an integer out of range";
+    if (j.is_number()) return "a number";
     return fmt::format("{} {}", j.is_object() || j.is_array() ? "an" : "a", j.type_name());
   }
 
   const json& j_;
-  std::string where_;
+  std::string owner_, path_;
   const fs::path& suite_;
 };
 
@@ -227,6 +218,13 @@ void parse_quant_fields(const Node& n, ManifestCase& c) {
   const auto nibble = parse_nibble_order(order);
   if (!nibble) opt.at("nibble_order").fail(fmt::format("is {}, must be low_first, high_first or split_half", json_quoted(order)));
   c.nibble_order = *nibble;
+  c.scale_bit_order = c.recipe->scale_bit_order;
+  if (c.recipe->format == Format::hif4 && opt.has("scale_bit_order")) {
+    const std::string b = opt.string("scale_bit_order");
+    const auto parsed = parse_scale_bit_order(b);
+    if (!parsed) opt.at("scale_bit_order").fail(fmt::format("is {}, must be lsb_first or msb_first", json_quoted(b)));
+    c.scale_bit_order = *parsed;
+  }
   if (opt.has("rounding")) {
     const std::string r = opt.string("rounding");
     c.rounding = parse_rounding(r);
@@ -249,7 +247,7 @@ void parse_quant_fields(const Node& n, ManifestCase& c) {
     if (n.has(key)) {
       const int64_t v = n.integer(key, 0, std::numeric_limits<int64_t>::max());
       if (v != value)
-        n.at(key).fail(fmt::format("is {}, but shape {} with axis {} and block {} gives {}", v, shape_text(c.shape),
+        n.at(key).fail(fmt::format("is {}, but 'shape' {} with axis {} and block {} gives {}", v, shape_text(c.shape),
                                    c.axis, c.block_size, value));
     }
   if (!c.expect_error) {
@@ -337,8 +335,11 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
     } else if (mf.role != e->role) {
       f.at("role").fail(fmt::format("of {} is {}, must be {}", mf.name, json_quoted(mf.role), e->role));
     } else if (mf.role != "operand" && (*mf.dtype != e->dtype || mf.shape != e->shape)) {
-      f.fail(fmt::format("gives {} {} {}, but the case's geometry needs {} {}", mf.name, io::dtype_name(*mf.dtype),
-                         shape_text(mf.shape), io::dtype_name(e->dtype), shape_text(e->shape)));
+      const std::string geometry =
+          c.is_gemm() ? fmt::format("'m', 'n', 'k' = {}, {}, {}", c.m, c.n, c.k)
+                      : fmt::format("'shape' {} (axis {}, block_size {})", shape_text(c.shape), c.axis, c.block_size);
+      f.fail(fmt::format("gives {} as {} {}, but the case's {} needs {} {}", mf.name, io::dtype_name(*mf.dtype),
+                         shape_text(mf.shape), geometry, io::dtype_name(e->dtype), shape_text(e->shape)));
     }
     c.files.push_back(std::move(mf));
   }
@@ -359,6 +360,12 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
 
 }  // namespace
 
+void bad_suite(const fs::path& suite, const std::string& what) {
+  throw InputError(fmt::format("suite {}: {}; regenerate it (fp4emu golden generate) or restore it from version "
+                               "control",
+                               suite.string(), what));
+}
+
 PackedTensor ManifestCase::geometry() const {
   PackedTensor p;
   p.format = recipe ? recipe->format : Format::hif4;
@@ -367,6 +374,7 @@ PackedTensor ManifestCase::geometry() const {
   p.axis = axis;
   p.block_size = block_size;
   p.nibble_order = nibble_order;
+  p.scale_bit_order = scale_bit_order;
   if (shape.empty() || block_size <= 0) return p;
   const CaseGeometry g(shape, axis, block_size, nibble_order);
   p.rows = g.rows();
@@ -407,14 +415,14 @@ std::string relative_path_problem(std::string_view path) {
 
 ParsedManifest parse_manifest(std::string_view json_text, const fs::path& suite) {
   if (static_cast<int64_t>(json_text.size()) > kMaxManifestBytes)
-    bad(suite, fmt::format("manifest.json is larger than {} bytes", kMaxManifestBytes));
+    bad_suite(suite, fmt::format("manifest.json is larger than {} bytes", kMaxManifestBytes));
   if (json_depth(json_text) > kMaxJsonDepth)
-    bad(suite, fmt::format("manifest.json nests arrays/objects deeper than {} levels", kMaxJsonDepth));
+    bad_suite(suite, fmt::format("manifest.json nests arrays/objects deeper than {} levels", kMaxJsonDepth));
   json j;
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {
-    bad(suite, fmt::format("manifest.json is not valid JSON ({})", e.what()));
+    bad_suite(suite, fmt::format("manifest.json is not valid JSON ({})", e.what()));
   }
   const Node top(j, "the top level", suite);
   if (!j.is_object()) top.fail("is not a JSON object");
@@ -440,14 +448,14 @@ ParsedManifest parse_manifest(std::string_view json_text, const fs::path& suite)
     // Defence in depth: the checks above leave nothing for nlohmann or the
     // layout code to throw, but no exception may leave as anything but an
     // InputError.
-    bad(suite, fmt::format("manifest.json cannot be read ({})", e.what()));
+    bad_suite(suite, fmt::format("manifest.json cannot be read ({})", e.what()));
   }
   return m;
 }
 
 std::map<std::string, std::string> parse_sums(std::string_view text, const fs::path& suite) {
   if (static_cast<int64_t>(text.size()) > kMaxManifestBytes)
-    bad(suite, fmt::format("SHA256SUMS is larger than {} bytes", kMaxManifestBytes));
+    bad_suite(suite, fmt::format("SHA256SUMS is larger than {} bytes", kMaxManifestBytes));
   std::map<std::string, std::string> sums;
   size_t start = 0;
   int line_no = 0;
@@ -460,12 +468,12 @@ std::map<std::string, std::string> parse_sums(std::string_view text, const fs::p
                        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
                      });
     if (!hex || line.size() < 67 || line.substr(64, 2) != "  ")
-      bad(suite, fmt::format("SHA256SUMS line {} is not '<64 lower-case hex digits>  <path>'", line_no));
+      bad_suite(suite, fmt::format("SHA256SUMS line {} is not '<64 lower-case hex digits>  <path>'", line_no));
     const std::string path(line.substr(66));
     if (const std::string p = relative_path_problem(path); !p.empty())
-      bad(suite, fmt::format("SHA256SUMS line {}: the path {}", line_no, p));
+      bad_suite(suite, fmt::format("SHA256SUMS line {}: the path {}", line_no, p));
     if (!sums.emplace(path, std::string(line.substr(0, 64))).second)
-      bad(suite, fmt::format("SHA256SUMS line {}: {} is listed twice", line_no, json_quoted(path)));
+      bad_suite(suite, fmt::format("SHA256SUMS line {}: {} is listed twice", line_no, json_quoted(path)));
   }
   return sums;
 }

@@ -58,6 +58,7 @@ struct ManifestCase {
   std::vector<int64_t> shape;
   int axis = 0;
   NibbleOrder nibble_order = NibbleOrder::low_first;
+  ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;  // HiF4; the recipe's when absent
   std::optional<Rounding> rounding;
   std::vector<StoredScaleLayout> scale_layouts;  // besides linear
   std::vector<int64_t> nan_scale_blocks;          // sorted, each < num_blocks
@@ -99,6 +100,10 @@ std::map<std::string, std::string> parse_sums(std::string_view text, const std::
 // '.' or '..' component, no backslash or control character. Returns the
 // problem, or an empty string when `path` is acceptable.
 std::string relative_path_problem(std::string_view path);
+
+// InputError "suite DIR: <what>; regenerate it ... or restore it from version
+// control": the one message form of a damaged or hostile suite.
+[[noreturn]] void bad_suite(const std::filesystem::path& suite, const std::string& what);
 
 // `s` quoted and escaped as a JSON string (control characters, quotes and
 // invalid UTF-8 made visible): untrusted text in a message.
