@@ -83,8 +83,9 @@ const std::vector<WorkedExample>& worked_examples() {
        {12, 4, -2, 0, 8, 8, -0.0f, 3}},
       {"nvfp4 EX-N1 torchao", "--recipe nvfp4.torchao --global-amax 2688", 16, {12, 5, -1.5f, 0.5f, 7, 10, -0.25f, 3},
        {12, 4, -2, 0, 8, 8, -0.0f, 3}},
+      // ModelOpt's dequantize table holds +0 for code 0x8 (docs/formats.md).
       {"nvfp4 EX-N1 ModelOpt", "--recipe nvfp4.modelopt --global-amax 2688", 16, {12, 5, -1.5f, 0.5f, 7, 10, -0.25f, 3},
-       {12, 4, -2, 0, 8, 8, -0.0f, 3}},
+       {12, 4, -2, 0, 8, 8, 0.0f, 3}},
       {"nvfp4 EX-N1 CT", "--recipe nvfp4.ct --global-amax 2688", 16, {12, 5, -1.5f, 0.5f, 7, 10, -0.25f, 3},
        {12, 4, -2, 0, 8, 8, -0.0f, 3}},
       {"nvfp4 EX-N2 TE", "--recipe nvfp4.te --global-amax 2688", 16, {10, -4, 2, 1}, {9.75f, -3.25f, 1.625f, 0.8125f}},

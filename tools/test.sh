@@ -11,7 +11,7 @@ Usage: tools/test.sh [--long] [--sanitize] [--fuzz SECONDS] [--help]
 Installs the Debian packages (tools/install-deps.sh), builds into build/ and
 runs the default test suite (ctest, label `long` excluded). Then, when clang
 is installed, builds the libFuzzer harnesses of fuzz/ (ASan + UBSan, in
-build-fuzzers/, or build-asan/ with --sanitize) and runs each for 60 seconds.
+build-fuzzers/) and runs each for 60 seconds.
 
   --long          also run the tests labelled `long` (every fp32 input: hours)
   --sanitize      also build the default suite with AddressSanitizer +
@@ -23,9 +23,9 @@ build-fuzzers/, or build-asan/ with --sanitize) and runs each for 60 seconds.
   --fuzz SECONDS  fuzz each harness for SECONDS instead of 60; 0 skips fuzzing
   -h, --help      show this help
 
-Fuzzing keeps its growing corpus in <build dir>/corpus/<harness>/ (seeded
+Fuzzing keeps its growing corpus in build-fuzzers/corpus/<harness>/ (seeded
 from fuzz/corpus/<harness>/); an input that fails is saved in
-<build dir>/findings/ and fails the run.
+build-fuzzers/findings/ and fails the run.
 EOF
 }
 
@@ -81,17 +81,12 @@ step "build" tools/build.sh
 step "tests" ctest --test-dir build --output-on-failure -j"$jobs" "${label_filter[@]}"
 
 harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
-fuzz_dir=build-fuzzers  # where the fuzz_* programs are built
 
 if [ "$sanitize" = 1 ]; then
   # clang when present (it also checks that the project builds with clang),
-  # else GCC, which has ASan and UBSan too. With clang this tree also holds
-  # the fuzzers, so the library is compiled once for both.
+  # else GCC, which has ASan and UBSan too.
   asan_options=(-DFP4EMU_SANITIZE=address,undefined)
-  if [ "$have_clang" = 1 ]; then
-    asan_options+=("${clang_compilers[@]}" -DFP4EMU_BUILD_FUZZERS=ON)
-    fuzz_dir=build-asan
-  fi
+  if [ "$have_clang" = 1 ]; then asan_options+=("${clang_compilers[@]}"); fi
   step "asan+ubsan build" build_checked build-asan "" "${asan_options[@]}"
   step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
     UBSAN_OPTIONS=print_stacktrace=1 \
@@ -118,10 +113,11 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   if [ "$have_clang" = 0 ]; then
     echo "tools/test.sh: clang is not installed: fuzzing skipped" >&2
   else
-    if [ "$fuzz_dir" = build-fuzzers ]; then
-      step "fuzzer build" build_checked build-fuzzers "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
-        -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON -DFP4EMU_BUILD_TESTS=OFF
-    fi
+    fuzz_dir=build-fuzzers
+    # -O1, as libFuzzer recommends: a fraction of -O3's build time.
+    step "fuzzer build" build_checked $fuzz_dir "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON \
+      -DFP4EMU_BUILD_TESTS=OFF
     mkdir -p "$fuzz_dir/findings"
     for name in $harnesses; do
       mkdir -p "$fuzz_dir/corpus/$name"
