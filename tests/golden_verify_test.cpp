@@ -29,10 +29,20 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kSuite = fs::path(FP4EMU_SOURCE_DIR) / "golden" / "suite";
+// The default level-1 suite, generated once per run by this fp4emu: the
+// checked-in golden/suite lags a recipe's bits version until it is
+// regenerated (and verify then rightly calls its cases stale).
+const fs::path& suite_dir() {
+  static testing::TempDir dir;
+  static const fs::path path = [] {
+    generate_suite(dir / "suite", GenerateOptions{});
+    return dir / "suite";
+  }();
+  return path;
+}
 
 json manifest() {
-  std::ifstream in(kSuite / "manifest.json");
+  std::ifstream in(suite_dir() / "manifest.json");
   return json::parse(in);
 }
 
@@ -46,7 +56,7 @@ const json& case_of(const json& m, const std::string& id) {
 // every case, or of the cases listed (the tests then verify with
 // --skip-missing; copying a thousand files is the slow part of these tests).
 // A faithful kernel refuses the input of an expect-error case: error.txt.
-void copy_outputs(const fs::path& to, const std::set<std::string>& only = {}, const fs::path& suite = kSuite) {
+void copy_outputs(const fs::path& to, const std::set<std::string>& only = {}, const fs::path& suite = suite_dir()) {
   std::ifstream in(suite / "manifest.json");
   const json m = json::parse(in);
   for (const json& c : m["cases"]) {
@@ -90,7 +100,7 @@ VerifyOptions all_reported(bool skip_missing = true) {
 TEST(GoldenVerify, FaithfulCopyPasses) {
   testing::TempDir cand;
   copy_outputs(cand.path());
-  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported(false));
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported(false));
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   EXPECT_EQ(r.total_mismatches, 0);
   EXPECT_EQ(r.count(CaseStatus::fail), 0);
@@ -145,7 +155,7 @@ TEST(GoldenVerify, ReportsExactlyTheInjectedSingleBitFaults) {
   flip(cand.path(), "hif4.v14/tail_05/codes.npy", 64 + 63, 4);
   expected.insert({"hif4.v14/tail_05/codes.npy", "code", 3, 63});
 
-  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported());
   EXPECT_EQ(r.exit_code(), 1);
   EXPECT_EQ(r.total_mismatches, static_cast<int64_t>(expected.size())) << report_text(r);
   EXPECT_EQ(keys(r), expected) << report_text(r);
@@ -157,7 +167,7 @@ TEST(GoldenVerify, ReportsExactlyTheInjectedSingleBitFaults) {
     }
     if (mm.kind == "code" && mm.file.find("mxfp4.ocp/codes") != std::string::npos) {
       // The report carries the input word and both scales of the block.
-      io::Array in = io::read_npy(kSuite / "mxfp4.ocp/codes/input.npy");
+      io::Array in = io::read_npy(suite_dir() / "mxfp4.ocp/codes/input.npy");
       uint32_t w;
       std::memcpy(&w, in.bytes.data() + 4 * (3 * 32 + 11), 4);
       EXPECT_EQ(mm.input.substr(0, 10), fmt::format("0x{:08x}", w));
@@ -173,7 +183,7 @@ TEST(GoldenVerify, ReportsExactlyTheInjectedSingleBitFaults) {
   // --max-report bounds the list, not the count.
   VerifyOptions few = all_reported();
   few.max_report = 2;
-  const VerifyReport r2 = verify_suite(kSuite, cand.path(), few);
+  const VerifyReport r2 = verify_suite(suite_dir(), cand.path(), few);
   EXPECT_EQ(r2.first.size(), 2u);
   EXPECT_EQ(r2.total_mismatches, 8);
 }
@@ -198,13 +208,13 @@ TEST(GoldenVerify, UndefinedBitsAreNotMismatchesUnlessStrict) {
     ASSERT_TRUE((w & 0x7F800000u) == 0x7F800000u && (w & 0x7FFFFFu)) << "expected a NaN";
     flip(cand.path(), "mxfp4.ocp/special/dequant.npy", 4 * nb * 32, 1);
   }
-  VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported());
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   EXPECT_EQ(r.total_mismatches, 0);
 
   VerifyOptions strict = all_reported();
   strict.strict = true;
-  r = verify_suite(kSuite, cand.path(), strict);
+  r = verify_suite(suite_dir(), cand.path(), strict);
   EXPECT_EQ(r.exit_code(), 1);
   EXPECT_EQ(keys(r), (std::set<Key>{{"mxfp4.ocp/special/codes.npy", "code", nb, 0},
                                     {"hif4.v14/special/scales.npy", "scale", hb, -1}}))
@@ -212,7 +222,7 @@ TEST(GoldenVerify, UndefinedBitsAreNotMismatchesUnlessStrict) {
 
   // The E6M2 byte of a NaN block is always compared.
   flip(cand.path(), "hif4.v14/special/scales.npy", hb * 4, 0);
-  r = verify_suite(kSuite, cand.path(), all_reported());
+  r = verify_suite(suite_dir(), cand.path(), all_reported());
   EXPECT_EQ(keys(r), (std::set<Key>{{"hif4.v14/special/scales.npy", "scale", hb, -1}}));
 }
 
@@ -221,7 +231,7 @@ TEST(GoldenVerify, SignOfZeroIsSignificant) {
   copy_outputs(cand.path(), {"nvfp4.te/special"});
   // Block 0 of the special case is all +0: +0 -> -0 in element 7.
   flip(cand.path(), "nvfp4.te/special/dequant.npy", 4 * 7 + 3, 7);
-  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported());
   EXPECT_EQ(keys(r), (std::set<Key>{{"nvfp4.te/special/dequant.npy", "dequant", 0, 7}})) << report_text(r);
   ASSERT_EQ(r.first.size(), 1u);
   EXPECT_EQ(r.first[0].expected, "0x00000000 (0)");
@@ -237,7 +247,7 @@ TEST(GoldenVerify, ReportsAGemmCFaultAtItsRowAndColumn) {
   const json& c = case_of(m_all, "mxfp4.ocp/gemm_tail");
   const int64_t n = c["n"];
   const std::string file = "mxfp4.ocp/gemm_tail/C_block_fp32_bps2.npy";
-  const io::Array before = io::read_npy(kSuite / file);
+  const io::Array before = io::read_npy(suite_dir() / file);
   // C row 2, column 3: bit 0 of its fp32 word (the lowest mantissa bit).
   const int64_t at = 2 * n + 3;
   flip(cand.path(), file, 4 * at, 0);
@@ -246,10 +256,10 @@ TEST(GoldenVerify, ReportsAGemmCFaultAtItsRowAndColumn) {
   // the GEMM models (docs/gemm.md "NaN").
   const std::string nan_file = "nvfp4.te/gemm_scales/C_exact.npy";
   const int64_t nan_at = case_of(m_all, "nvfp4.te/gemm_scales")["n"].get<int64_t>();
-  ASSERT_TRUE(std::isnan(io::to_f32(io::read_npy(kSuite / nan_file))[nan_at]));
+  ASSERT_TRUE(std::isnan(io::to_f32(io::read_npy(suite_dir() / nan_file))[nan_at]));
   flip(cand.path(), nan_file, 4 * nan_at, 0);
 
-  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported());
   ASSERT_EQ(r.total_mismatches, 2) << report_text(r);
   ASSERT_EQ(r.first.size(), 2u);
   EXPECT_EQ(r.first[1].file, nan_file);
@@ -280,7 +290,7 @@ TEST(GoldenVerify, OutputForARejectedInputFails) {
   copy_outputs(cand.path(), {"hif4.v14/codes"});
   fs::create_directories(cand / "hif4.v14/tail_error");
   io::write_npy(cand / "hif4.v14/tail_error/codes.npy", io::from_u8({1}, std::vector<uint8_t>{0}));
-  const VerifyReport r = verify_suite(kSuite, cand.path(), all_reported());
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported());
   EXPECT_EQ(keys(r), (std::set<Key>{{"hif4.v14/tail_error/codes.npy", "unexpected_output", -1, -1}}));
   EXPECT_EQ(r.exit_code(), 1);
 }
@@ -294,7 +304,7 @@ TEST(GoldenVerify, BadCandidateFilesExitTwo) {
   io::write_npy(cand / "nvfp4.te/codes/dequant.npy", io::from_u8({1}, std::vector<uint8_t>{0}));
   // Missing file.
   fs::remove(cand / "hif4.a6/special/scales.npy");
-  VerifyReport r = verify_suite(kSuite, cand.path(), all_reported(false));
+  VerifyReport r = verify_suite(suite_dir(), cand.path(), all_reported(false));
   EXPECT_EQ(r.exit_code(), 2);
   EXPECT_EQ(r.errors.size(), 3u) << report_text(r);
   const std::string text = report_text(r);
@@ -313,7 +323,7 @@ TEST(GoldenVerify, SkipMissingComparesWhatTheCandidateHas) {
   fs::remove_all(cand / "hif4.a6");
   VerifyOptions o = all_reported();
   o.skip_missing = true;
-  VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   // A case without its dequant.npy is partial, never passed.
   EXPECT_GT(r.count(CaseStatus::partial), 0);
@@ -324,7 +334,7 @@ TEST(GoldenVerify, SkipMissingComparesWhatTheCandidateHas) {
   }
   // An empty candidate compares nothing: that is an error, not a pass.
   testing::TempDir empty;
-  r = verify_suite(kSuite, empty.path(), o);
+  r = verify_suite(suite_dir(), empty.path(), o);
   EXPECT_EQ(r.exit_code(), 2);
 }
 
@@ -334,10 +344,10 @@ TEST(GoldenVerify, DamagedSuiteIsRejected) {
   // A linked copy (cheap); the damaged file is unlinked and rewritten, so the
   // checked-in suite is never touched.
   try {
-    fs::copy(kSuite, suite, fs::copy_options::recursive | fs::copy_options::create_hard_links);
+    fs::copy(suite_dir(), suite, fs::copy_options::recursive | fs::copy_options::create_hard_links);
   } catch (const fs::filesystem_error&) {
     fs::remove_all(suite);
-    fs::copy(kSuite, suite, fs::copy_options::recursive);
+    fs::copy(suite_dir(), suite, fs::copy_options::recursive);
   }
   testing::TempDir cand;
   copy_outputs(cand.path(), {"mxfp4.ocp/special"});
@@ -364,7 +374,7 @@ TEST(GoldenVerify, CliExitCodesAndJson) {
   testing::TempDir cand;
   copy_outputs(cand.path(), {"nvfp4.te/codes"});
   const std::string args =
-      fmt::format("golden verify --suite {} --candidate {} --skip-missing", kSuite.string(), cand.path().string());
+      fmt::format("golden verify --suite {} --candidate {} --skip-missing", suite_dir().string(), cand.path().string());
   auto r = testing::run_cli(args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS    nvfp4.te/codes"), std::string::npos) << r.output;
@@ -583,9 +593,9 @@ TEST(GoldenVerifyHostile, MaxReportMustNotBeNegative) {
   testing::TempDir cand;
   VerifyOptions o = all_reported();
   o.max_report = -1;
-  EXPECT_NE(rejection(kSuite, cand.path(), o).find("--max-report -1"), std::string::npos);
+  EXPECT_NE(rejection(suite_dir(), cand.path(), o).find("--max-report -1"), std::string::npos);
   const auto r = testing::run_cli(
-      fmt::format("golden verify --suite {} --candidate {} --max-report -1", kSuite.string(), cand.path().string()));
+      fmt::format("golden verify --suite {} --candidate {} --max-report -1", suite_dir().string(), cand.path().string()));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--max-report"), std::string::npos) << r.output;
 }
@@ -632,14 +642,14 @@ TEST(GoldenVerifyWhy, FiltersCountOtherCasesAsNotRun) {
   copy_outputs(cand.path(), ocp);
   VerifyOptions o = all_reported(false);
   o.filter.recipes = {"mxfp4.ocp"};
-  VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   EXPECT_EQ(r.count(CaseStatus::pass), static_cast<int>(ocp.size()));
   EXPECT_EQ(r.count(CaseStatus::not_run), static_cast<int>(m["cases"].size() - ocp.size()));
   // Family and case globs narrow further (ANDed).
   o.filter.families = {"tail*"};
   o.filter.cases = {"*/tail_0?", "*/tail_error"};
-  r = verify_suite(kSuite, cand.path(), o);
+  r = verify_suite(suite_dir(), cand.path(), o);
   EXPECT_EQ(r.count(CaseStatus::pass), 10);  // tail_01..tail_09 and tail_error
   // A filter that names nothing is refused.
   for (auto edit : std::vector<std::function<void(CaseFilter&)>>{
@@ -647,10 +657,10 @@ TEST(GoldenVerifyWhy, FiltersCountOtherCasesAsNotRun) {
            [](CaseFilter& f) { f.families = {"nope"}; }, [](CaseFilter& f) { f.recipes = {"nvfp4.torchao"}; }}) {
     VerifyOptions bad = all_reported();
     edit(bad.filter);
-    EXPECT_THROW(verify_suite(kSuite, cand.path(), bad), InputError);
+    EXPECT_THROW(verify_suite(suite_dir(), cand.path(), bad), InputError);
   }
   const auto cli = testing::run_cli(fmt::format("golden verify --suite {} --candidate {} --recipe mxfp4.ocp",
-                                                kSuite.string(), cand.path().string()));
+                                                suite_dir().string(), cand.path().string()));
   EXPECT_EQ(cli.exit_code, 0) << cli.output;
   EXPECT_NE(cli.output.find(fmt::format("{} not run", m["cases"].size() - ocp.size())), std::string::npos)
       << cli.output;
@@ -664,7 +674,7 @@ TEST(GoldenVerifyWhy, MissingFilesArePartialAndRefusalsNeedEvidence) {
   fs::remove(cand / "nvfp4.te/codes/dequant.npy");
   VerifyOptions o = all_reported(true);
   o.filter.cases = {"nvfp4.te/codes", "mxfp4.ocp/tail_error"};
-  VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
   for (const CaseResult& c : r.cases) {
     if (c.id == "nvfp4.te/codes") {
@@ -676,16 +686,16 @@ TEST(GoldenVerifyWhy, MissingFilesArePartialAndRefusalsNeedEvidence) {
     }
   }
   // Without --skip-missing a missing file is an error (exit 2), still not a pass.
-  r = verify_suite(kSuite, cand.path(), all_reported(false));
+  r = verify_suite(suite_dir(), cand.path(), all_reported(false));
   EXPECT_EQ(r.exit_code(), 2);
   // An empty candidate: the tail_error case has no evidence of a refusal.
   testing::TempDir empty;
   o.filter.cases = {"mxfp4.ocp/tail_error"};
-  r = verify_suite(kSuite, empty.path(), o);
+  r = verify_suite(suite_dir(), empty.path(), o);
   ASSERT_EQ(r.count(CaseStatus::not_run), static_cast<int>(manifest()["cases"].size()));
   EXPECT_EQ(r.exit_code(), 2);  // nothing compared
   o.skip_missing = false;
-  r = verify_suite(kSuite, empty.path(), o);
+  r = verify_suite(suite_dir(), empty.path(), o);
   EXPECT_EQ(r.count(CaseStatus::error), 1);
   EXPECT_EQ(r.count(CaseStatus::pass), 0);
 }
@@ -723,9 +733,9 @@ TEST(GoldenVerifyWhy, StaleBitsVersionIsNotAKernelBug) {
 // E8M0 scale (X = 2^(s - 127)) and the E2M1 grid, independently of fp4emu.
 TEST(GoldenVerifyWhy, TieRoundedAwayIsClassified) {
   const std::string id = "mxfp4.ocp/codes";
-  const io::Array in = io::read_npy(kSuite / (id + "/input.npy"));
-  const io::Array sc = io::read_npy(kSuite / (id + "/scales.npy"));
-  const io::Array codes = io::read_npy(kSuite / (id + "/codes.npy"));
+  const io::Array in = io::read_npy(suite_dir() / (id + "/input.npy"));
+  const io::Array sc = io::read_npy(suite_dir() / (id + "/scales.npy"));
+  const io::Array codes = io::read_npy(suite_dir() / (id + "/codes.npy"));
   const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   const std::vector<float> x = io::to_f32(in);
   int64_t at = -1;
@@ -750,7 +760,7 @@ TEST(GoldenVerifyWhy, TieRoundedAwayIsClassified) {
   io::write_npy(cand / (id + "/codes.npy"), c);
   VerifyOptions o = all_reported();
   o.filter.cases = {id};
-  const VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
   ASSERT_EQ(r.total_mismatches, 1) << report_text(r);
   EXPECT_NE(r.first[0].scaled.find("(tie of "), std::string::npos) << report_text(r);
   for (const CaseResult& cr : r.cases) {
@@ -777,7 +787,7 @@ TEST(GoldenVerifyWhy, RootCauseFirstPerBlock) {
   flip(cand.path(), id + "/codes.npy", 2 * 32 + 0, 4);                // block 8, element 1
   VerifyOptions o = all_reported();
   o.filter.cases = {id};
-  const VerifyReport r = verify_suite(kSuite, cand.path(), o);
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
   ASSERT_EQ(r.first.size(), 4u) << report_text(r);
   EXPECT_EQ(r.first[0].kind, "scale");
   EXPECT_EQ(r.first[0].block, 5);
@@ -809,7 +819,7 @@ TEST(GoldenVerifyWhy, JsonOmitsWhatDoesNotApplyAndJUnitHasOneTestcasePerCase) {
   fs::remove(cand / "hif4.v14/special/dequant.npy");
   const fs::path junit = cand / "report.xml";
   const auto r = testing::run_cli(fmt::format("golden verify --suite {} --candidate {} --skip-missing --json --junit {}",
-                                              kSuite.string(), cand.path().string(), junit.string()));
+                                              suite_dir().string(), cand.path().string(), junit.string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const json j = json::parse(r.output);
   bool saw_gemm = false, saw_code = false;
