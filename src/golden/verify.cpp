@@ -690,7 +690,9 @@ class CaseRun {
     else if (result_.compared == 0) result_.status = options_.skip_missing ? CaseStatus::not_run : CaseStatus::error;
     else if (result_.compared < result_.outputs) result_.status = CaseStatus::partial;
     else result_.status = CaseStatus::pass;
-    if (result_.status == CaseStatus::not_run) result_.notes = {"the candidate has none of its outputs"};
+    if (result_.status == CaseStatus::not_run)
+      result_.notes = {c_.expect_error ? "the candidate has no error.txt (the kernel's refusal of the input) for it"
+                                       : "the candidate has none of its outputs"};
   }
 
   const Suite& suite_;
