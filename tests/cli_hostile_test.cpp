@@ -263,6 +263,7 @@ const Valid kValid[] = {
     {"compare", "--json", "junk", "an output file name"},
     {"compare", "--csv", "junk", "an output file name"},
     {"inspect", "--json", "junk", "an output file name"},
+    {"golden verify", "--junit", "junk", "an output file name"},
     {"underflow", "--out", "junk", "an output folder name"},
     {"resq", "--out", "junk", "an output folder name"},
     {"golden generate", "--out", "junk", "an output folder name"},

@@ -40,7 +40,7 @@ void CaseFilter::check_matches(const std::vector<Key>& all) const {
     const Recipe* rec = find_recipe(r);
     if (!rec || rec->fake_quant_only)
       throw InputError(fmt::format("--recipe {}: not a packed recipe of this fp4emu (fp4emu formats lists them)",
-                                   json_quoted(r)));
+                                   quote_untrusted(r)));
     if (std::none_of(all.begin(), all.end(), [&](const Key& k) { return k.recipe == r; }))
       throw InputError(fmt::format("--recipe {}: the suite has no case of this recipe", r));
   }
@@ -48,12 +48,12 @@ void CaseFilter::check_matches(const std::vector<Key>& all) const {
     if (std::none_of(all.begin(), all.end(), [&](const Key& k) { return io::glob_match(f, k.family); }))
       throw InputError(fmt::format("--family {}: matches no family of the suite (codes, scale_steps, hif4_bits, "
                                    "special, tail, tail_error, random, layout, exhaustive, gemm)",
-                                   json_quoted(f)));
+                                   quote_untrusted(f)));
   for (const std::string& c : cases)
     if (std::none_of(all.begin(), all.end(), [&](const Key& k) { return io::glob_match(c, k.id); }))
       throw InputError(fmt::format("--case {}: matches no case id of the suite (ids are <recipe>/<case>, e.g. "
                                    "{}; `*` also matches '/')",
-                                   json_quoted(c), all.empty() ? "mxfp4.ocp/codes" : all.front().id));
+                                   quote_untrusted(c), all.empty() ? "mxfp4.ocp/codes" : all.front().id));
   if (std::none_of(all.begin(), all.end(), [&](const Key& k) { return selects(k.family, k.id, k.recipe); }))
     throw InputError(fmt::format("{}: together these select no case", text()));
 }

@@ -13,6 +13,7 @@
 
 #include "fp4emu/error.hpp"
 #include "fp4emu/golden/suite.hpp"
+#include "fp4emu/io/printable.hpp"
 #include "packing.hpp"
 
 namespace fp4emu::golden {
@@ -46,7 +47,7 @@ int json_depth(std::string_view text) {
 }
 
 // A checked view of one JSON value, named in messages by its owner and its
-// field path: "case \"mxfp4.ocp/codes\" field 'files[2].role'".
+// field path: "case 'mxfp4.ocp/codes' field 'files[2].role'".
 class Node {
  public:
   Node(const json& j, std::string owner, const fs::path& suite, std::string path = {})
@@ -148,16 +149,16 @@ ManifestFile parse_file(const Node& f, const ManifestCase& c) {
   const std::string prefix = c.id + "/";
   if (out.path.size() <= prefix.size() || out.path.compare(0, prefix.size(), prefix) != 0 ||
       out.path.find('/', prefix.size()) != std::string::npos)
-    f.at("path").fail(fmt::format("is {}, must be a file directly inside the case's directory {}", json_quoted(out.path),
-                                  json_quoted(prefix)));
+    f.at("path").fail(fmt::format("is {}, must be a file directly inside the case's directory {}", quote_untrusted(out.path),
+                                  quote_untrusted(prefix)));
   out.name = out.path.substr(prefix.size());
   out.role = f.string("role");
   if (out.role != "input" && out.role != "output" && out.role != "operand" && out.role != "text")
-    f.at("role").fail(fmt::format("is {}, must be input, output, operand or text", json_quoted(out.role)));
+    f.at("role").fail(fmt::format("is {}, must be input, output, operand or text", quote_untrusted(out.role)));
   if (out.role != "text") {
     const std::string d = f.string("dtype");
     out.dtype = io::parse_dtype(d);
-    if (!out.dtype) f.at("dtype").fail(fmt::format("is {}, must be one of {}", json_quoted(d), io::dtype_names()));
+    if (!out.dtype) f.at("dtype").fail(fmt::format("is {}, must be one of {}", quote_untrusted(d), io::dtype_names()));
     // A scalar .npy has rank 0; the suite writes none, so rank >= 1.
     out.shape = parse_shape(f, "shape");
   }
@@ -216,25 +217,25 @@ void parse_quant_fields(const Node& n, ManifestCase& c) {
   c.axis = static_cast<int>(opt.integer("axis", 0, rank - 1));
   const std::string order = opt.string("nibble_order");
   const auto nibble = parse_nibble_order(order);
-  if (!nibble) opt.at("nibble_order").fail(fmt::format("is {}, must be low_first, high_first or split_half", json_quoted(order)));
+  if (!nibble) opt.at("nibble_order").fail(fmt::format("is {}, must be low_first, high_first or split_half", quote_untrusted(order)));
   c.nibble_order = *nibble;
   c.scale_bit_order = c.recipe->scale_bit_order;
   if (c.recipe->format == Format::hif4 && opt.has("scale_bit_order")) {
     const std::string b = opt.string("scale_bit_order");
     const auto parsed = parse_scale_bit_order(b);
-    if (!parsed) opt.at("scale_bit_order").fail(fmt::format("is {}, must be lsb_first or msb_first", json_quoted(b)));
+    if (!parsed) opt.at("scale_bit_order").fail(fmt::format("is {}, must be lsb_first or msb_first", quote_untrusted(b)));
     c.scale_bit_order = *parsed;
   }
   if (opt.has("rounding")) {
     const std::string r = opt.string("rounding");
     c.rounding = parse_rounding(r);
-    if (!c.rounding) opt.at("rounding").fail(fmt::format("is {}, not a rounding fp4emu knows", json_quoted(r)));
+    if (!c.rounding) opt.at("rounding").fail(fmt::format("is {}, not a rounding fp4emu knows", quote_untrusted(r)));
   }
   if (opt.has("scale_layouts"))
     for (const Node& l : opt.array("scale_layouts")) {
       const std::string s = l.as_string();
       const auto layout = parse_stored_scale_layout(s);
-      if (!layout) l.fail(fmt::format("is {}, must be linear, swizzled_128x4 or hif4_cube", json_quoted(s)));
+      if (!layout) l.fail(fmt::format("is {}, must be linear, swizzled_128x4 or hif4_cube", quote_untrusted(s)));
       if (!layout_applies(*layout, c.recipe->format))
         l.fail(fmt::format("is {}, which does not apply to {}", s, format_name(c.recipe->format)));
       if (*layout != StoredScaleLayout::linear) c.scale_layouts.push_back(*layout);
@@ -275,8 +276,8 @@ void parse_gemm_fields(const Node& n, ManifestCase& c) {
     g.file = o.string("file");
     if (const std::string p = relative_path_problem(g.file); !p.empty() || g.file.find('/') != std::string::npos ||
                                                            !g.file.ends_with(".npy"))
-      o.at("file").fail(fmt::format("is {}, must be a .npy file name inside the case's directory", json_quoted(g.file)));
-    if (!seen.insert(g.file).second) o.at("file").fail(fmt::format("{} is listed twice", json_quoted(g.file)));
+      o.at("file").fail(fmt::format("is {}, must be a .npy file name inside the case's directory", quote_untrusted(g.file)));
+    if (!seen.insert(g.file).second) o.at("file").fail(fmt::format("{} is listed twice", quote_untrusted(g.file)));
     g.model = o.string("model");
     g.blocks_per_step = static_cast<int>(o.integer("blocks_per_step", 1, 1 << 20));
     c.outputs.push_back(std::move(g));
@@ -289,19 +290,19 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
   const Node index_node(n.raw(), fmt::format("cases[{}]", index), suite);
   c.id = index_node.string("id");
   if (const std::string p = relative_path_problem(c.id); !p.empty()) index_node.at("id").fail(p);
-  const Node cn(n.raw(), fmt::format("case {}", json_quoted(c.id)), suite);
+  const Node cn(n.raw(), fmt::format("case {}", quote_untrusted(c.id)), suite);
   c.family = cn.string("family");
-  if (!known_families().count(c.family)) cn.at("family").fail(fmt::format("is {}, not a known family", json_quoted(c.family)));
+  if (!known_families().count(c.family)) cn.at("family").fail(fmt::format("is {}, not a known family", quote_untrusted(c.family)));
   if (cn.has("probes")) c.probes = cn.string("probes");
   const std::string recipe = cn.string("recipe");
   c.recipe = find_recipe(recipe);
   if (!c.recipe || c.recipe->fake_quant_only)
-    cn.at("recipe").fail(fmt::format("is {}, not a packed recipe of this fp4emu", json_quoted(recipe)));
+    cn.at("recipe").fail(fmt::format("is {}, not a packed recipe of this fp4emu", quote_untrusted(recipe)));
   if (c.id.compare(0, recipe.size() + 1, recipe + "/") != 0 || c.id.find('/', recipe.size() + 1) != std::string::npos)
     cn.at("id").fail(fmt::format("must be '{}/<name>' (the recipe, then the case name)", recipe));
   const std::string format = cn.string("format");
   if (format != format_name(c.recipe->format))
-    cn.at("format").fail(fmt::format("is {}, but recipe {} is {}", json_quoted(format), recipe, format_name(c.recipe->format)));
+    cn.at("format").fail(fmt::format("is {}, but recipe {} is {}", quote_untrusted(format), recipe, format_name(c.recipe->format)));
   c.block_size = static_cast<int>(cn.integer("block_size", 1, 1024));
   if (c.block_size != fp4emu::block_size(c.recipe->format))
     cn.at("block_size").fail(fmt::format("is {}, but a {} block holds {} elements", c.block_size, format,
@@ -309,11 +310,11 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
   // Suites written before bits versions existed are bits v1.
   c.bits_version = cn.has("bits_version") ? static_cast<int>(cn.integer("bits_version", 1, 1 << 20)) : 1;
   const std::string expect = cn.string("expect");
-  if (expect != "output" && expect != "error") cn.at("expect").fail(fmt::format("is {}, must be output or error", json_quoted(expect)));
+  if (expect != "output" && expect != "error") cn.at("expect").fail(fmt::format("is {}, must be output or error", quote_untrusted(expect)));
   c.expect_error = expect == "error";
   c.input_dtype = cn.string("input_dtype");
   if (c.input_dtype != "f32" && c.input_dtype != "bf16")
-    cn.at("input_dtype").fail(fmt::format("is {}, must be f32 or bf16", json_quoted(c.input_dtype)));
+    cn.at("input_dtype").fail(fmt::format("is {}, must be f32 or bf16", quote_untrusted(c.input_dtype)));
 
   if (c.is_gemm()) {
     if (c.expect_error) cn.at("expect").fail("is error, which a gemm case cannot be");
@@ -325,15 +326,15 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
   std::set<std::string> names;
   for (const Node& f : cn.array("files", 1)) {
     ManifestFile mf = parse_file(f, c);
-    if (!names.insert(mf.name).second) f.at("path").fail(fmt::format("{} is listed twice", json_quoted(mf.path)));
+    if (!names.insert(mf.name).second) f.at("path").fail(fmt::format("{} is listed twice", quote_untrusted(mf.path)));
     const std::optional<Expected> e = c.is_gemm() ? expected_gemm_file(c, mf.name) : expected_quant_file(c, mf.name);
     if (mf.role == "text") {
-      if (mf.name != "blocks.txt") f.at("path").fail(fmt::format("{} is not a text file of a suite", json_quoted(mf.name)));
+      if (mf.name != "blocks.txt") f.at("path").fail(fmt::format("{} is not a text file of a suite", quote_untrusted(mf.name)));
     } else if (!e) {
-      f.at("path").fail(fmt::format("{} is not a file of a {} case", json_quoted(mf.name),
+      f.at("path").fail(fmt::format("{} is not a file of a {} case", quote_untrusted(mf.name),
                                     c.is_gemm() ? "gemm" : (c.expect_error ? "expect-error" : "quantization")));
     } else if (mf.role != e->role) {
-      f.at("role").fail(fmt::format("of {} is {}, must be {}", mf.name, json_quoted(mf.role), e->role));
+      f.at("role").fail(fmt::format("of {} is {}, must be {}", mf.name, quote_untrusted(mf.role), e->role));
     } else if (mf.role != "operand" && (*mf.dtype != e->dtype || mf.shape != e->shape)) {
       const std::string geometry =
           c.is_gemm() ? fmt::format("'m', 'n', 'k' = {}, {}, {}", c.m, c.n, c.k)
@@ -348,7 +349,7 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
   if (!names.count(input)) cn.at("files").fail(fmt::format("has no {}", input));
   if (c.is_gemm()) {
     for (const GemmOutput& o : c.outputs)
-      if (!names.count(o.file)) cn.at("outputs").fail(fmt::format("names {}, which 'files' does not list", json_quoted(o.file)));
+      if (!names.count(o.file)) cn.at("outputs").fail(fmt::format("names {}, which 'files' does not list", quote_untrusted(o.file)));
   } else if (!c.expect_error) {
     for (const char* need : {"codes.npy", "scales.npy", "dequant.npy"})
       if (!names.count(need)) cn.at("files").fail(fmt::format("has no {}", need));
@@ -389,24 +390,22 @@ const ManifestFile* ManifestCase::file(std::string_view name) const {
   return nullptr;
 }
 
-std::string json_quoted(std::string_view s) {
-  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string quote_untrusted(std::string_view s) { return "'" + io::printable(s) + "'"; }
 
 std::string relative_path_problem(std::string_view path) {
   if (path.empty()) return "is empty";
   if (path.size() > 4096) return "is longer than 4096 characters";
-  if (path.front() == '/') return fmt::format("{} is an absolute path; paths are relative to the suite", json_quoted(path));
+  if (path.front() == '/') return fmt::format("{} is an absolute path; paths are relative to the suite", quote_untrusted(path));
   for (char ch : path)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f || ch == '\\')
-      return fmt::format("{} holds a control character or a backslash", json_quoted(path));
+      return fmt::format("{} holds a control character or a backslash", quote_untrusted(path));
   size_t start = 0;
   while (true) {
     const size_t end = path.find('/', start);
     const std::string_view part = path.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    if (part.empty()) return fmt::format("{} has an empty component ('//' or a trailing '/')", json_quoted(path));
+    if (part.empty()) return fmt::format("{} has an empty component ('//' or a trailing '/')", quote_untrusted(path));
     if (part == "." || part == "..")
-      return fmt::format("{} has a '{}' component; paths must stay inside the suite", json_quoted(path), part);
+      return fmt::format("{} has a '{}' component; paths must stay inside the suite", quote_untrusted(path), part);
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
@@ -439,7 +438,7 @@ ParsedManifest parse_manifest(std::string_view json_text, const fs::path& suite)
     const std::vector<Node> cases = top.array("cases", 1);
     for (size_t i = 0; i < cases.size(); ++i) {
       ManifestCase c = parse_case(cases[i], i, suite);
-      if (!ids.insert(c.id).second) cases[i].at("id").fail(fmt::format("{} is used by two cases", json_quoted(c.id)));
+      if (!ids.insert(c.id).second) cases[i].at("id").fail(fmt::format("{} is used by two cases", quote_untrusted(c.id)));
       m.cases.push_back(std::move(c));
     }
   } catch (const InputError&) {
@@ -473,7 +472,7 @@ std::map<std::string, std::string> parse_sums(std::string_view text, const fs::p
     if (const std::string p = relative_path_problem(path); !p.empty())
       bad_suite(suite, fmt::format("SHA256SUMS line {}: the path {}", line_no, p));
     if (!sums.emplace(path, std::string(line.substr(0, 64))).second)
-      bad_suite(suite, fmt::format("SHA256SUMS line {}: {} is listed twice", line_no, json_quoted(path)));
+      bad_suite(suite, fmt::format("SHA256SUMS line {}: {} is listed twice", line_no, quote_untrusted(path)));
   }
   return sums;
 }

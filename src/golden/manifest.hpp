@@ -105,8 +105,9 @@ std::string relative_path_problem(std::string_view path);
 // control": the one message form of a damaged or hostile suite.
 [[noreturn]] void bad_suite(const std::filesystem::path& suite, const std::string& what);
 
-// `s` quoted and escaped as a JSON string (control characters, quotes and
-// invalid UTF-8 made visible): untrusted text in a message.
-std::string json_quoted(std::string_view s);
+// `s` in single quotes, escaped by io::printable (control characters,
+// invalid UTF-8 and bidirectional overrides made visible): untrusted text in
+// a message.
+std::string quote_untrusted(std::string_view s);
 
 }  // namespace fp4emu::golden

@@ -134,7 +134,7 @@ void check_suite_paths(const Suite& s, const std::map<std::string, std::string>&
     for (const ManifestFile& f : c.files) listed[f.path] = f.sha256;
   for (const auto& [path, sum] : sums)
     if (!listed.count(path))
-      bad_suite(s.folder.root, fmt::format("SHA256SUMS lists {}, which manifest.json does not", json_quoted(path)));
+      bad_suite(s.folder.root, fmt::format("SHA256SUMS lists {}, which manifest.json does not", quote_untrusted(path)));
   for (const auto& [path, sum] : listed) {
     const auto it = sums.find(path);
     if (it == sums.end()) bad_suite(s.folder.root, fmt::format("SHA256SUMS does not list {}", path));
