@@ -1,0 +1,223 @@
+/* Runs a small, plainly written MXFP4 quantizer (recipe mxfp4.ocp, written
+ * from docs/formats.md's MXFP4 table) through fp4emu_golden.h against a
+ * suite: every mxfp4.ocp quantize case must match (codes, E8M0 scales, the
+ * swizzled 128x4 scales of layout cases, dequantized values), and the same
+ * kernel with a planted rounding bug must be caught.
+ *
+ * usage: toy_mxfp4_test SUITE_DIR [HOSTILE_DIR]
+ * HOSTILE_DIR: a directory this test may write damaged manifests into. */
+#define FP4EMU_GOLDEN_IMPLEMENTATION
+#include "fp4emu_golden.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float float_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* E2M1 magnitude code of y >= 0 with round-to-nearest-even, saturating at 6.
+ * Grid 0, 0.5, 1, 1.5, 2, 3, 4, 6; a tie goes to the code with an even mantissa
+ * bit. plant_bug rounds the ties 2.5 and 5 up instead. */
+static unsigned e2m1_rne(float y, int plant_bug) {
+  if (y <= 0.25f) return 0;
+  if (y < 0.75f) return 1;
+  if (y <= 1.25f) return 2;
+  if (y < 1.75f) return 3;
+  if (plant_bug ? y < 2.5f : y <= 2.5f) return 4;
+  if (y < 3.5f) return 5;
+  if (plant_bug ? y < 5.0f : y <= 5.0f) return 6;
+  return 7;
+}
+
+static const float e2m1_value[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+/* One block of 32: scale code and codes (one per byte, unpacked). */
+static void quantize_block(const float *x, uint8_t *scale, uint8_t *codes, int plant_bug) {
+  int i, special = 0, e, s;
+  uint32_t amax_bits = 0;
+  for (i = 0; i < 32; ++i) {
+    uint32_t m = bits_of(x[i]) & 0x7FFFFFFFu;
+    if (m >= 0x7F800000u) special = 1;
+    if (m > amax_bits) amax_bits = m;
+  }
+  if (special) { /* NaN or Inf amax: NaN scale, code 0x4 in every lane (the torchao CUDA bits) */
+    *scale = 0xFF;
+    for (i = 0; i < 32; ++i) codes[i] = 0x4;
+    return;
+  }
+  if (amax_bits == 0) {
+    s = -127;
+  } else {
+    e = (int)(amax_bits >> 23) - 127; /* floor(log2 amax) from the exponent bits */
+    s = e - 2;                        /* the largest E2M1 value is 1.5 * 2^2 */
+    if (s < -127) s = -127;
+  }
+  *scale = (uint8_t)(s + 127);
+  for (i = 0; i < 32; ++i) {
+    /* 2^-s is a normal float for s in -127..125 */
+    float y = x[i] * float_of((uint32_t)(127 - s) << 23);
+    unsigned sign = (bits_of(y) >> 31) << 3;
+    codes[i] = (uint8_t)(sign | e2m1_rne(y < 0 ? -y : y, plant_bug));
+  }
+}
+
+typedef struct {
+  size_t cases, skipped_error, mismatches;
+} run_result;
+
+static int run_case(const fp4g_suite *s, const fp4g_case *c, int plant_bug, size_t *mismatches, FILE *report) {
+  char err[FP4G_ERR_LEN];
+  fp4g_array in, want_codes, want_scales, want_swz, want_deq;
+  size_t r, b, i, n = c->shape[c->axis], inner = 1;
+  uint8_t *codes = (uint8_t *)calloc(c->rows * c->padded_len / 2 + 1, 1);
+  uint8_t *scales = (uint8_t *)calloc(c->rows * c->blocks_per_row + 1, 1);
+  float *row = (float *)malloc((c->padded_len + 1) * sizeof *row);
+  float *deq = (float *)malloc((c->rows * n + 1) * sizeof *deq);
+  int d;
+  if (!codes || !scales || !row || !deq) { fprintf(stderr, "out of memory\n"); exit(1); }
+  for (d = c->axis + 1; d < c->ndim; ++d) inner *= c->shape[d];
+  if (fp4g_case_load(s, c, "input.npy", &in, err, sizeof err) != 0 ||
+      fp4g_case_load(s, c, "codes.npy", &want_codes, err, sizeof err) != 0 ||
+      fp4g_case_load(s, c, "scales.npy", &want_scales, err, sizeof err) != 0 ||
+      fp4g_case_load(s, c, "dequant.npy", &want_deq, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    return -1;
+  }
+  for (r = 0; r < c->rows; ++r) {
+    fp4g_case_row(c, &in, r, row);
+    for (b = 0; b < c->blocks_per_row; ++b) {
+      uint8_t block_codes[32];
+      uint8_t *scale = &scales[r * c->blocks_per_row + b];
+      quantize_block(row + b * 32, scale, block_codes, plant_bug);
+      for (i = 0; i < 32; ++i) {
+        size_t e = b * 32 + i;
+        codes[(r * c->padded_len + e) / 2] |= (uint8_t)(block_codes[i] << (4 * (e % 2)));
+        if (e < n) { /* dequant in the input's layout: X * e2m1, NaN for scale 0xFF */
+          /* X = 2^(c-127); c = 0 is the subnormal 2^-127 */
+          float x_scale = *scale ? float_of((uint32_t)*scale << 23) : float_of(0x00400000u);
+          float v = *scale == 0xFF ? float_of(0x7FC00000u) : e2m1_value[block_codes[i] & 7] * x_scale;
+          if (block_codes[i] & 8) v = -v;
+          deq[(r / inner * n + e) * inner + r % inner] = v;
+        }
+      }
+    }
+  }
+  *mismatches += fp4g_compare_codes(c, want_codes.u8, codes, report, 4);
+  *mismatches += fp4g_compare_u8(c->id, "scales", want_scales.u8, scales, c->rows * c->blocks_per_row,
+                                 c->blocks_per_row, report, 4);
+  *mismatches += fp4g_compare_f32(c->id, "dequant", want_deq.f32, deq, want_deq.count, n, report, 4);
+  if (c->has_swizzled_128x4) {
+    uint8_t *swz;
+    if (fp4g_case_load(s, c, "scales_swizzled_128x4.npy", &want_swz, err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      return -1;
+    }
+    swz = (uint8_t *)malloc(fp4g_swizzle_128x4_size(c) + 1);
+    if (!swz) { fprintf(stderr, "out of memory\n"); exit(1); }
+    fp4g_swizzle_128x4(c, scales, swz);
+    *mismatches += fp4g_compare_u8(c->id, "scales_swizzled_128x4", want_swz.u8, swz, want_swz.count,
+                                   want_swz.shape[want_swz.ndim - 1], report, 4);
+    free(swz);
+    fp4g_array_free(&want_swz);
+  }
+  fp4g_array_free(&in);
+  fp4g_array_free(&want_codes);
+  fp4g_array_free(&want_scales);
+  fp4g_array_free(&want_deq);
+  free(codes);
+  free(scales);
+  free(row);
+  free(deq);
+  return 0;
+}
+
+static int run_suite(const fp4g_suite *s, int plant_bug, run_result *res, FILE *report) {
+  size_t k;
+  memset(res, 0, sizeof *res);
+  for (k = 0; k < s->count; ++k) {
+    const fp4g_case *c = &s->cases[k];
+    if (strcmp(c->recipe, "mxfp4.ocp") != 0 || c->is_gemm) continue;
+    if (c->expect_error) { ++res->skipped_error; continue; } /* a kernel's own refusal, not checked here */
+    if (c->block_size != 32) { fprintf(stderr, "%s: block size is not 32\n", c->id); return -1; }
+    if (run_case(s, c, plant_bug, &res->mismatches, report) != 0) return -1;
+    ++res->cases;
+  }
+  return 0;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  fputs(text, f);
+  return fclose(f);
+}
+
+/* Damaged manifests are refused with a message, never read past their end. */
+static int hostile_manifests(const char *dir) {
+  static const char *bad[] = {
+      "",
+      "{",
+      "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"a/b\"",
+      "{\"schema\":\"fp4emu-golden\",\"schema_version\":2,\"cases\":[]}",
+      "{\"schema\":\"other\",\"schema_version\":1,\"cases\":[]}",
+      "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"../x\",\"family\":\"codes\","
+      "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32}]}",
+      "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"m/c\",\"family\":\"codes\","
+      "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,"
+      "\"input_dtype\":\"f32\",\"shape\":[2,33],\"options\":{\"axis\":1},\"rows\":2,\"padded_len\":32,"
+      "\"blocks_per_row\":1,\"files\":[]}]}",
+      "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"m/c\",\"family\":\"codes\","
+      "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,"
+      "\"input_dtype\":\"f32\",\"shape\":[99999999999999,99999999999999],\"options\":{\"axis\":1},"
+      "\"rows\":99999999999999,\"padded_len\":99999999999999,\"blocks_per_row\":1,\"files\":[]}]}",
+      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+      "{\"schema\":\"fp4emu-golden\\",
+  };
+  char path[1200], err[FP4G_ERR_LEN];
+  size_t i;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    fp4g_suite s;
+    if (write_text(path, bad[i]) != 0) { fprintf(stderr, "cannot write %s\n", path); return -1; }
+    err[0] = 0;
+    if (fp4g_suite_open(dir, &s, err, sizeof err) == 0) {
+      fprintf(stderr, "FAIL: damaged manifest %lu was accepted\n", (unsigned long)i);
+      fp4g_suite_close(&s);
+      return -1;
+    }
+    if (!strstr(err, "manifest.json")) {
+      fprintf(stderr, "FAIL: damaged manifest %lu: message does not name the file: %s\n", (unsigned long)i, err);
+      return -1;
+    }
+    printf("damaged manifest %lu refused: %s\n", (unsigned long)i, err);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  fp4g_suite s;
+  char err[FP4G_ERR_LEN];
+  run_result good, bug;
+  if (argc < 2) { fprintf(stderr, "usage: toy_mxfp4_test SUITE_DIR [HOSTILE_DIR]\n"); return 2; }
+  if (fp4g_suite_open(argv[1], &s, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+  if (run_suite(&s, 0, &good, stderr) != 0) return 1;
+  printf("toy mxfp4.ocp kernel: %lu cases, %lu mismatches (%lu expect-error cases not run)\n",
+         (unsigned long)good.cases, (unsigned long)good.mismatches, (unsigned long)good.skipped_error);
+  if (good.cases == 0 || good.mismatches != 0) { fprintf(stderr, "FAIL: the correct toy kernel must match\n"); return 1; }
+  if (run_suite(&s, 1, &bug, stdout) != 0) return 1;
+  printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
+  if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
+  fp4g_suite_close(&s);
+  if (argc > 2 && hostile_manifests(argv[2]) != 0) return 1;
+  printf("PASS\n");
+  return 0;
+}
