@@ -61,6 +61,7 @@ std::unique_ptr<CliApp> build_app() {
   add_golden(app, action);
   add_underflow(app, action);
   add_resq(app, action);
+  add_identify(app, action);
   add_common_checks(app);
   return cli;
 }

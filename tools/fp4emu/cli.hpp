@@ -106,5 +106,6 @@ void add_gemm(CLI::App& app, Action& action);
 void add_golden(CLI::App& app, Action& action);
 void add_underflow(CLI::App& app, Action& action);
 void add_resq(CLI::App& app, Action& action);
+void add_identify(CLI::App& app, Action& action);
 
 }  // namespace fp4emu::cli
