@@ -634,7 +634,9 @@ int fp4g_case_load(const fp4g_suite *s, const fp4g_case *c, const char *name, fp
   if (!fp4g__safe_name(name, 0)) return fp4g__fail(err, errlen, "file name '%s' is not a plain name", name);
   snprintf(path, sizeof path, "%s/%s/%s", s->dir, c->id, name);
   if (fp4g_npy_load(path, a, err, errlen) != 0) return -1;
-  if (!c->is_gemm && strcmp(name, "input.npy") == 0) {
+  /* The arrays a kernel's result is compared with must have the manifest's
+   * size and type, so that a caller may index them by its fields. */
+  if (!c->is_gemm && (strcmp(name, "input.npy") == 0 || strcmp(name, "dequant.npy") == 0)) {
     int d, ok = a->ndim == c->ndim && a->f32 != NULL;
     for (d = 0; ok && d < c->ndim; ++d) ok = a->shape[d] == c->shape[d];
     if (!ok) {
@@ -644,10 +646,11 @@ int fp4g_case_load(const fp4g_suite *s, const fp4g_case *c, const char *name, fp
   }
   if (!c->is_gemm && (strcmp(name, "codes.npy") == 0 || strcmp(name, "scales.npy") == 0)) {
     size_t want = strcmp(name, "codes.npy") == 0 ? c->rows * (c->padded_len / 2) : c->rows * c->blocks_per_row;
-    if (a->count != want || (a->u8 == NULL && a->u32 == NULL)) {
+    int hif4_scales = strcmp(name, "scales.npy") == 0 && strcmp(c->format, "hif4") == 0;
+    if (a->count != want || (hif4_scales ? a->u32 == NULL : a->u8 == NULL)) {
       fp4g_array_free(a);
-      return fp4g__fail(err, errlen, "%s: %lu integers, the manifest implies %lu; regenerate the suite", path,
-                        (unsigned long)a->count, (unsigned long)want);
+      return fp4g__fail(err, errlen, "%s: %lu elements, the manifest implies %lu of %s; regenerate the suite", path,
+                        (unsigned long)a->count, (unsigned long)want, hif4_scales ? "u32" : "u8");
     }
   }
   if (!c->is_gemm && strcmp(name, "scales_swizzled_128x4.npy") == 0 &&

@@ -203,6 +203,42 @@ static int hostile_manifests(const char *dir) {
   return 0;
 }
 
+/* Damaged .npy files are refused with a message naming the file. */
+static int hostile_npy(const char *dir) {
+  static const struct { const char *bytes; size_t len; } bad[] = {
+      {"", 0},
+      {"\x93NUMPY", 6},
+      {"\x93NUMPY\x01\x00\xff\x00{'descr': '<f4'", 28},
+      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }    \n", 70},
+      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }     \n", 70},
+      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }    \n", 70},
+      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '|u1', 'fortran_order': False, 'shape': (9999999999999999,)}\n", 90},
+      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '|u1', 'fortran_order': False, 'shape': (1,2,3,4,5,6,7,8,9,)}", 80},
+  };
+  char path[1200], err[FP4G_ERR_LEN];
+  size_t i;
+  snprintf(path, sizeof path, "%s/damaged.npy", dir);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    fp4g_array a;
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(bad[i].bytes, 1, bad[i].len, f) != bad[i].len || fclose(f) != 0) {
+      fprintf(stderr, "cannot write %s\n", path);
+      return -1;
+    }
+    if (fp4g_npy_load(path, &a, err, sizeof err) == 0) {
+      fprintf(stderr, "FAIL: damaged .npy %lu was accepted\n", (unsigned long)i);
+      fp4g_array_free(&a);
+      return -1;
+    }
+    if (!strstr(err, "damaged.npy")) {
+      fprintf(stderr, "FAIL: damaged .npy %lu: message does not name the file: %s\n", (unsigned long)i, err);
+      return -1;
+    }
+    printf("damaged .npy %lu refused: %s\n", (unsigned long)i, err);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   fp4g_suite s;
   char err[FP4G_ERR_LEN];
@@ -217,7 +253,7 @@ int main(int argc, char **argv) {
   printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
   if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
   fp4g_suite_close(&s);
-  if (argc > 2 && hostile_manifests(argv[2]) != 0) return 1;
+  if (argc > 2 && (hostile_manifests(argv[2]) != 0 || hostile_npy(argv[2]) != 0)) return 1;
   printf("PASS\n");
   return 0;
 }
