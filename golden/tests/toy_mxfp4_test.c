@@ -204,16 +204,17 @@ static int hostile_manifests(const char *dir) {
 }
 
 /* Damaged .npy files are refused with a message naming the file. */
+#define NPY_BYTES(literal) {literal, sizeof(literal) - 1}
 static int hostile_npy(const char *dir) {
   static const struct { const char *bytes; size_t len; } bad[] = {
-      {"", 0},
-      {"\x93NUMPY", 6},
-      {"\x93NUMPY\x01\x00\xff\x00{'descr': '<f4'", 28},
-      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }    \n", 70},
-      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }     \n", 70},
-      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }    \n", 70},
-      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '|u1', 'fortran_order': False, 'shape': (9999999999999999,)}\n", 90},
-      {"\x93NUMPY\x01\x00\x3c\x00{'descr': '|u1', 'fortran_order': False, 'shape': (1,2,3,4,5,6,7,8,9,)}", 80},
+      NPY_BYTES(""),
+      NPY_BYTES("\x93NUMPY"),
+      NPY_BYTES("\x93NUMPY\x01\x00\xff\x00{'descr': '<f4'"),
+      NPY_BYTES("\x93NUMPY\x01\x00\x3e\x00{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }    \n"),
+      NPY_BYTES("\x93NUMPY\x01\x00\x3e\x00{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }     \n"),
+      NPY_BYTES("\x93NUMPY\x01\x00\x3e\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }    \n"),
+      NPY_BYTES("\x93NUMPY\x01\x00\x47\x00{'descr': '|u1', 'fortran_order': False, 'shape': (9999999999999999,)}\n"),
+      NPY_BYTES("\x93NUMPY\x01\x00\x47\x00{'descr': '|u1', 'fortran_order': False, 'shape': (1,2,3,4,5,6,7,8,9,)}"),
   };
   char path[1200], err[FP4G_ERR_LEN];
   size_t i;
