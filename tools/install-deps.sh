@@ -9,7 +9,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libeigen3-dev libhwy-dev libomp-dev libpng-dev
   libmpfr-dev libgmp-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-pytest
   python3-matplotlib python3-nbconvert jupyter-nbconvert python3-ipykernel
   # Checked builds (tools/test.sh): clang with its sanitizer and libFuzzer
   # runtimes, LLVM's OpenMP with the archer tool for ThreadSanitizer, and the
