@@ -15,8 +15,10 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/reference.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -183,7 +185,28 @@ TEST(GemmOperands, EveryRecipeReadsItsDequantizedValues) {
       PackedTensor p = quantize(x, o);
       // Every scale byte, NaN included (V12's byte is a power of two: up to 2^127).
       if (r.format != Format::nvfp4) scramble_scales(p, 0, r.hif4.arithmetic == Hif4Arithmetic::pow2_v12 ? 175 : 255, rng);
-      const Tensor want = dequantize(p);
+      Tensor want = dequantize(p);
+      // NVFP4: the GEMM multiplies q*s per element and applies S_dec after the
+      // sum (docs/gemm.md), the fp32(fp32(q*s)*S_dec) order; the libraries'
+      // own dequantize orders (docs/formats.md) can differ in the last bit.
+      if (r.format == Format::nvfp4 && r.nv.rule != NvScaleRule::ggml && reference::nvfp4_decode_is_block_factor(r)) {
+        Recipe gemm_order = r;
+        gemm_order.nv.decode = NvDecode::code_times_scale_then_tensor;
+        const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
+        const int64_t blocks = p.blocks_per_row();
+        for (int64_t row = 0; row < 5; ++row)
+          for (int64_t b = 0; b < blocks; ++b) {
+            uint8_t codes[reference::kNvBlock];
+            float out[reference::kNvBlock];
+            for (int j = 0; j < reference::kNvBlock; ++j) {
+              const NibbleSlot s = nibble_slot(p.nibble_order, reference::kNvBlock, b, j);
+              codes[j] = static_cast<uint8_t>((p.codes[row * p.padded_len / 2 + s.byte] >> (s.high ? 4 : 0)) & 0xF);
+            }
+            reference::nvfp4_decode_block(gemm_order, ts, p.scales[row * blocks + b], codes, out);
+            for (int j = 0; j < reference::kNvBlock && b * reference::kNvBlock + j < k; ++j)
+              want.data[row * k + b * reference::kNvBlock + j] = out[j];
+          }
+      }
       GemmOptions g;
       g.model = GemmModel::fma_fp32;
       const Tensor got = gemm(p, identity(k), g);
