@@ -213,11 +213,14 @@ const Valid kValid[] = {
     {"dequantize", "--threads", "0", "0 = every hardware thread"},
     {"gemm", "--threads", "0", "0 = every hardware thread"},
     {"golden generate", "--threads", "0", "0 = every hardware thread"},
+    {"identify", "--threads", "0", "0 = every hardware thread"},
     // --axis 0 and -1 are real axes of a 2-D input (a 2 x 64 input padded along axis 0).
     {"fake-quant", "--axis", "0", "a valid axis"},
     {"fake-quant", "--axis", "-1", "a valid axis"},
     {"quantize", "--axis", "0", "a valid axis"},
     {"quantize", "--axis", "-1", "a valid axis"},
+    {"identify", "--axis", "0", "a valid axis (the report says no recipe matches along it)"},
+    {"identify", "--axis", "-1", "a valid axis"},
     {"compare", "--axis", "0", "a valid axis"},
     {"compare", "--axis", "-1", "a valid axis"},
     // An NVFP4 per-tensor amax: 0 is TransformerEngine's all-zero case
@@ -263,6 +266,7 @@ const Valid kValid[] = {
     {"compare", "--json", "junk", "an output file name"},
     {"compare", "--csv", "junk", "an output file name"},
     {"inspect", "--json", "junk", "an output file name"},
+    {"identify", "--json", "junk", "an output file name"},
     {"golden verify", "--junit", "junk", "an output file name"},
     {"underflow", "--out", "junk", "an output folder name"},
     {"resq", "--out", "junk", "an output folder name"},
