@@ -280,6 +280,12 @@ TEST_P(PerFormat, PlantedDeviationsAreNamedWithTheirRecipe) {
       }
       if (planted) plants.push_back({"sign of a zero code", Kind::negative_zero, k});
     }
+    {  // one code in the block holding row 6's NaN lane (k = 70)
+      KernelOutput k = own;
+      const int64_t b = 70 / p.block_size;
+      k.codes[6 * p.padded_len / 2 + b * p.block_size / 2] ^= 0x01;
+      plants.push_back({"code in a NaN block", Kind::nan_block, k});
+    }
     if (f == Format::hif4) {  // every scale word in the other L2/L3 bit order
       KernelOutput k = own;
       for (size_t i = 0; i < k.scales.size(); ++i)
