@@ -392,7 +392,9 @@ TEST(CliHostile, EveryOptionOfEveryCommandRefusesHostileValues) {
       if (r.exit_code != 0 && r.exit_code != 2) why = fmt::format("exit {}", r.exit_code);
       else if (t.valid && r.exit_code != 0) why = "exit 2 for a value kValid lists as valid";
       else if (!t.valid && r.exit_code != 2) why = "exit 0 for a hostile value";
-      else if (!t.valid && r.output.find(t.option) == std::string::npos && r.output.find(t.value) == std::string::npos)
+      // A long value may be shortened in the message: its start names it.
+      else if (!t.valid && r.output.find(t.option) == std::string::npos &&
+               r.output.find(t.value.substr(0, 40)) == std::string::npos)
         why = "the message names neither the option nor the value";
       else if (!t.valid && !std::filesystem::is_empty(run_dir / "out"))
         why = "output left behind after exit 2";
