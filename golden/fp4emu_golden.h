@@ -110,6 +110,9 @@ size_t fp4g_compare_f32(const char *case_id, const char *what, const float *expe
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/stat.h>
+#endif
 
 /* Caps on hostile input: far above what any level of suite holds. */
 #define FP4G_MAX_MANIFEST ((long)1 << 30)
@@ -421,9 +424,16 @@ static int fp4g__read_case(const fp4g__json *j, long obj, fp4g_case *c, size_t i
 }
 
 static char *fp4g__read_file(const char *path, long max, size_t *len, char *err, size_t errlen) {
-  FILE *fp = fopen(path, "rb");
+  FILE *fp;
   char *buf;
   long size;
+#if defined(__unix__) || defined(__APPLE__)
+  /* fopen would block on a FIFO and read a device without end: regular files only. */
+  struct stat st;
+  if (stat(path, &st) != 0) { fp4g__fail(err, errlen, "%s: cannot open (missing?)", path); return NULL; }
+  if (!S_ISREG(st.st_mode)) { fp4g__fail(err, errlen, "%s: not a regular file", path); return NULL; }
+#endif
+  fp = fopen(path, "rb");
   if (!fp) { fp4g__fail(err, errlen, "%s: cannot open", path); return NULL; }
   if (fseek(fp, 0, SEEK_END) != 0 || (size = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET) != 0) {
     fclose(fp);

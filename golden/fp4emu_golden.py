@@ -133,6 +133,8 @@ class Case:
         if "/" in name or name.startswith(".") or name not in getattr(self, "files", {name: None}):
             raise SuiteError(f"{self.id}: no file '{name}' in the manifest")
         path = os.path.join(self.suite_dir, self.id, name)
+        if not os.path.isfile(path):  # a FIFO would block np.load
+            raise SuiteError(f"{path}: missing or not a regular file; regenerate the suite")
         try:
             a = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
@@ -150,6 +152,8 @@ class Case:
 def load_suite(path):
     """The suite's manifest, checked: (directory, list of Case)."""
     manifest_path = os.path.join(path, "manifest.json")
+    if not os.path.isfile(manifest_path):  # a FIFO would block the read
+        raise SuiteError(f"{manifest_path}: missing or not a regular file: not a golden suite")
     try:
         with open(manifest_path, "rb") as f:
             m = json.loads(f.read())

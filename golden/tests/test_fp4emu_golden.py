@@ -131,3 +131,9 @@ def test_swizzle_128x4_matches_the_documented_offset():
         for c in range(5):  # golden/README.md: ((r/128)(C'/4) + c/4)*512 + (r%32)*16 + ((r%128)/32)*4 + c%4
             assert flat[((r // 128) * 2 + c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4] == lin[r, c]
     assert np.count_nonzero(flat) == lin.size
+
+
+def test_fifo_manifest_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "manifest.json")
+    with pytest.raises(fg.SuiteError, match="not a regular file"):
+        fg.load_suite(str(tmp_path))

@@ -240,6 +240,19 @@ static int hostile_npy(const char *dir) {
   return 0;
 }
 
+/* A directory where a file belongs is refused, not read. */
+static int not_a_file(const char *dir) {
+  fp4g_array a;
+  char err[FP4G_ERR_LEN];
+  if (fp4g_npy_load(dir, &a, err, sizeof err) == 0) {
+    fprintf(stderr, "FAIL: a directory was read as a .npy file\n");
+    fp4g_array_free(&a);
+    return -1;
+  }
+  printf("directory refused: %s\n", err);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   fp4g_suite s;
   char err[FP4G_ERR_LEN];
@@ -254,7 +267,7 @@ int main(int argc, char **argv) {
   printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
   if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
   fp4g_suite_close(&s);
-  if (argc > 2 && (hostile_manifests(argv[2]) != 0 || hostile_npy(argv[2]) != 0)) return 1;
+  if (argc > 2 && (hostile_manifests(argv[2]) != 0 || hostile_npy(argv[2]) != 0 || not_a_file(argv[2]) != 0)) return 1;
   printf("PASS\n");
   return 0;
 }
