@@ -15,6 +15,7 @@
  *                      block axis, zero-padded to padded_len);
  *   fp4g_swizzle_128x4 puts linear [rows, blocks] scales in the swizzled 128x4
  *                      layout a Blackwell block-scaled GEMM reads;
+ *   fp4g_hif4_cube     HiF4 scale words in the Ascend Cube layout;
  *   fp4g_compare_*     counts mismatches and prints the first ones, by row,
  *                      element or block.
  * Every function returning int returns 0 on success and -1 on error, with a
@@ -89,6 +90,9 @@ size_t fp4g_swizzle_128x4_size(const fp4g_case *c);
 size_t fp4g_swizzle_128x4_offset(size_t r, size_t col, size_t padded_cols);
 /* linear: [scale_batch * scale_rows, blocks_per_row]; out: fp4g_swizzle_128x4_size bytes. */
 void fp4g_swizzle_128x4(const fp4g_case *c, const uint8_t *linear, uint8_t *out);
+size_t fp4g_hif4_cube_size(const fp4g_case *c);
+/* linear: [scale_batch * scale_rows, blocks_per_row] HiF4 words; out: fp4g_hif4_cube_size bytes. */
+void fp4g_hif4_cube(const fp4g_case *c, const uint32_t *linear, uint8_t *out);
 /* Returns the number of mismatches; prints up to max_report of them to report
  * (NULL: none) as "<case> <what>: row R element E ...". */
 size_t fp4g_compare_codes(const fp4g_case *c, const uint8_t *expected, const uint8_t *got,
@@ -669,6 +673,12 @@ int fp4g_case_load(const fp4g_suite *s, const fp4g_case *c, const char *name, fp
     return fp4g__fail(err, errlen, "%s: not %lu bytes of u8, the swizzled size of the manifest's shape", path,
                       (unsigned long)fp4g_swizzle_128x4_size(c));
   }
+  if (!c->is_gemm && strcmp(name, "scales_hif4_cube.npy") == 0 &&
+      (a->u8 == NULL || a->count != fp4g_hif4_cube_size(c))) {
+    fp4g_array_free(a);
+    return fp4g__fail(err, errlen, "%s: not %lu bytes of u8, the Cube layout size of the manifest's shape", path,
+                      (unsigned long)fp4g_hif4_cube_size(c));
+  }
   return 0;
 }
 
@@ -702,6 +712,25 @@ void fp4g_swizzle_128x4(const fp4g_case *c, const uint8_t *linear, uint8_t *out)
       for (k = 0; k < c->blocks_per_row; ++k)
         out[l * rp * cp + fp4g_swizzle_128x4_offset(r, k, cp)] =
             linear[(l * c->scale_rows + r) * c->blocks_per_row + k];
+}
+
+size_t fp4g_hif4_cube_size(const fp4g_case *c) {
+  return c->scale_batch * ((c->scale_rows + 15) / 16 * 16) * c->blocks_per_row * 4;
+}
+
+/* golden/README.md, "Kernel-ready scale layouts": [R'/16][C][64-byte cell]; in a cell,
+ * bytes 0..31 hold (E6M2, L2) of each of 16 rows, bytes 32..63 (L3 low, L3 high). */
+void fp4g_hif4_cube(const fp4g_case *c, const uint32_t *linear, uint8_t *out) {
+  size_t rp = (c->scale_rows + 15) / 16 * 16, cols = c->blocks_per_row, l, r, k;
+  unsigned b;
+  memset(out, 0, fp4g_hif4_cube_size(c));
+  for (l = 0; l < c->scale_batch; ++l)
+    for (r = 0; r < c->scale_rows; ++r)
+      for (k = 0; k < cols; ++k) {
+        uint32_t word = linear[(l * c->scale_rows + r) * cols + k];
+        uint8_t *cell = out + l * rp * cols * 4 + ((r / 16) * cols + k) * 64;
+        for (b = 0; b < 4; ++b) cell[(b < 2 ? 0 : 32) + (r % 16) * 2 + b % 2] = (uint8_t)(word >> (8 * b));
+      }
 }
 
 size_t fp4g_compare_codes(const fp4g_case *c, const uint8_t *expected, const uint8_t *got, FILE *report,

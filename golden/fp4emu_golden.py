@@ -21,7 +21,8 @@ the first mismatches of every failing case.
 The manifest is untrusted input: malformed fields raise SuiteError naming the
 file and the field. Helpers for kernels: to_rows / from_rows (the block axis
 moved last and zero-padded), pack_codes (two codes per byte, low nibble first),
-swizzle_128x4 (the Blackwell block-scaled GEMM scale layout).
+swizzle_128x4 (the Blackwell block-scaled GEMM scale layout), hif4_cube (the
+Ascend Cube layout of HiF4 scales).
 """
 
 import json
@@ -31,7 +32,7 @@ import numpy as np
 
 __all__ = [
     "SuiteError", "Case", "load_suite", "cases", "to_rows", "from_rows", "pack_codes",
-    "swizzle_128x4", "compare", "assert_matches",
+    "swizzle_128x4", "hif4_cube", "compare", "assert_matches",
 ]
 
 
@@ -209,9 +210,24 @@ def swizzle_128x4(scales, case):
     return out[0] if batch == 1 else out
 
 
+def hif4_cube(words, case):
+    """Linear [rows, blocks] HiF4 u32 scale words in the Ascend Cube layout [R'/16, C, 64]
+    (batches follow each other along the first axis)."""
+    r, c, batch = case.scale_rows, case.blocks_per_row, case.scale_batch
+    rp = -(-r // 16) * 16
+    w = np.zeros((batch, rp, c), dtype=np.uint32)
+    w[:, :r, :] = np.asarray(words, dtype=np.uint32).reshape(batch, r, c)
+    b = np.stack([(w >> (8 * i)) & 0xFF for i in range(4)], axis=-1).astype(np.uint8)  # [batch, rp, c, 4]
+    # A cell holds (byte 0, byte 1) of its 16 rows, then (byte 2, byte 3).
+    cells = b.reshape(batch, rp // 16, 16, c, 2, 2).transpose(0, 1, 3, 4, 2, 5)
+    return cells.reshape(batch * rp // 16, c, 64)
+
+
 def compare(case, name, expected, got, max_report=8):
     """Bit-exact comparison (every NaN equals every NaN); the first mismatches as lines."""
     expected, got = np.asarray(expected), np.asarray(got)
+    if expected.ndim > 2 and got.shape == (int(np.prod(expected.shape[:-1])), expected.shape[-1]):
+        got = got.reshape(expected.shape)  # [rows, n] is the same row-major array
     if got.shape != expected.shape:
         return [f"{case.id} {name}: shape {list(got.shape)}, expected {list(expected.shape)}"]
     if expected.dtype == np.float32:

@@ -73,6 +73,7 @@ def test_wrong_scale_layout_is_caught():
 
 
 def test_kernel_that_accepts_a_ragged_tail_is_caught():
+    assert any(c.expect_error for c in fg.cases(SUITE, "mxfp4.ocp")), "the suite has no expect-error case"
     def no_refusal(x, case):
         case.tail = "pad"
         return toy_mxfp4_ocp(x, case)
@@ -137,3 +138,15 @@ def test_fifo_manifest_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "manifest.json")
     with pytest.raises(fg.SuiteError, match="not a regular file"):
         fg.load_suite(str(tmp_path))
+
+
+def test_layout_helpers_reproduce_the_layout_files():
+    checked = 0
+    for case in fg.cases(SUITE):
+        for name, helper in (("scales_swizzled_128x4.npy", fg.swizzle_128x4), ("scales_hif4_cube.npy", fg.hif4_cube)):
+            if name in case.files:
+                want = case.load(name)
+                got = helper(case.load("scales.npy"), case)
+                assert not fg.compare(case, name, want, got.reshape(want.shape)), case.id
+                checked += 1
+    assert checked, "the suite has no layout case"

@@ -240,6 +240,38 @@ static int hostile_npy(const char *dir) {
   return 0;
 }
 
+/* The layout helpers against the generator's files: each layout case's
+ * expected linear scales, laid out by the header, must equal its layout file. */
+static int check_layouts(const fp4g_suite *s) {
+  size_t k, checked = 0, bad = 0;
+  char err[FP4G_ERR_LEN];
+  for (k = 0; k < s->count; ++k) {
+    const fp4g_case *c = &s->cases[k];
+    fp4g_array lin, want;
+    uint8_t *got;
+    const int cube = c->has_hif4_cube;
+    if (c->is_gemm || (!c->has_swizzled_128x4 && !cube)) continue;
+    if (fp4g_case_load(s, c, "scales.npy", &lin, err, sizeof err) != 0 ||
+        fp4g_case_load(s, c, cube ? "scales_hif4_cube.npy" : "scales_swizzled_128x4.npy", &want, err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      return -1;
+    }
+    got = (uint8_t *)malloc(want.count + 1);
+    if (!got) { fprintf(stderr, "out of memory\n"); exit(1); }
+    if (cube) fp4g_hif4_cube(c, lin.u32, got);
+    else fp4g_swizzle_128x4(c, lin.u8, got);
+    bad += fp4g_compare_u8(c->id, cube ? "scales_hif4_cube" : "scales_swizzled_128x4", want.u8, got, want.count,
+                           want.shape[want.ndim - 1], stderr, 4);
+    ++checked;
+    free(got);
+    fp4g_array_free(&lin);
+    fp4g_array_free(&want);
+  }
+  printf("scale layouts: %lu layout cases, %lu mismatches\n", (unsigned long)checked, (unsigned long)bad);
+  if (checked == 0 || bad != 0) { fprintf(stderr, "FAIL: the layout helpers must reproduce the layout files\n"); return -1; }
+  return 0;
+}
+
 /* A directory where a file belongs is refused, not read. */
 static int not_a_file(const char *dir) {
   fp4g_array a;
@@ -263,6 +295,7 @@ int main(int argc, char **argv) {
   printf("toy mxfp4.ocp kernel: %lu cases, %lu mismatches (%lu expect-error cases not run)\n",
          (unsigned long)good.cases, (unsigned long)good.mismatches, (unsigned long)good.skipped_error);
   if (good.cases == 0 || good.mismatches != 0) { fprintf(stderr, "FAIL: the correct toy kernel must match\n"); return 1; }
+  if (check_layouts(&s) != 0) return 1;
   if (run_suite(&s, 1, &bug, stdout) != 0) return 1;
   printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
   if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
