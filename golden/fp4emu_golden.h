@@ -36,6 +36,11 @@ extern "C" {
 
 typedef enum { FP4G_F32, FP4G_BF16, FP4G_F16, FP4G_U8, FP4G_U32 } fp4g_dtype;
 
+/* Where two codes share a byte (golden/README.md, "Codes"): element 2i in the
+ * low nibble (low_first) or the high one (high_first); split_half: byte j of a
+ * block holds elements j (low) and j + block/2 (high). */
+enum { FP4G_LOW_FIRST, FP4G_HIGH_FIRST, FP4G_SPLIT_HALF };
+
 /* A loaded array: f32/bf16/f16 files are widened to float (f32 data), u8 to
  * uint8_t (u8), u32 to uint32_t (u32). stored_dtype is what the file held. */
 typedef struct {
@@ -57,6 +62,7 @@ typedef struct {
   int expect_error;      /* 1: the kernel must refuse the input (tail policy error) */
   int is_gemm;           /* GEMM case: the fields below are not set */
   int axis;              /* the block axis of the input */
+  int nibble_order;      /* FP4G_LOW_FIRST, FP4G_HIGH_FIRST, FP4G_SPLIT_HALF (options.nibble_order) */
   int ndim;
   size_t shape[FP4G_MAX_DIMS];
   size_t block_size;
@@ -93,6 +99,8 @@ void fp4g_swizzle_128x4(const fp4g_case *c, const uint8_t *linear, uint8_t *out)
 size_t fp4g_hif4_cube_size(const fp4g_case *c);
 /* linear: [scale_batch * scale_rows, blocks_per_row] HiF4 words; out: fp4g_hif4_cube_size bytes. */
 void fp4g_hif4_cube(const fp4g_case *c, const uint32_t *linear, uint8_t *out);
+/* Byte and bit shift of element e of the row-major [rows, padded_len] codes. */
+void fp4g_code_position(const fp4g_case *c, size_t e, size_t *byte, unsigned *shift);
 /* Returns the number of mismatches; prints up to max_report of them to report
  * (NULL: none) as "<case> <what>: row R element E ...". */
 size_t fp4g_compare_codes(const fp4g_case *c, const uint8_t *expected, const uint8_t *got,
@@ -387,6 +395,14 @@ static int fp4g__read_case(const fp4g__json *j, long obj, fp4g_case *c, size_t i
     size_t axis;
     if (fp4g__jsize(j, opts, "axis", &axis) != 0 || axis >= (size_t)c->ndim) FP4G__BAD("options.axis", "is not an axis of the shape");
     c->axis = (int)axis;
+  }
+  {
+    char order[16];
+    if (fp4g__jstr(j, opts, "nibble_order", order, sizeof order) != 0) FP4G__BAD("options.nibble_order", "is missing");
+    if (strcmp(order, "low_first") == 0) c->nibble_order = FP4G_LOW_FIRST;
+    else if (strcmp(order, "high_first") == 0) c->nibble_order = FP4G_HIGH_FIRST;
+    else if (strcmp(order, "split_half") == 0) c->nibble_order = FP4G_SPLIT_HALF;
+    else FP4G__BAD("options.nibble_order", "is not low_first, high_first or split_half");
   }
   if (fp4g__jsize(j, obj, "rows", &c->rows) != 0) FP4G__BAD("rows", "is missing");
   if (fp4g__jsize(j, obj, "padded_len", &c->padded_len) != 0) FP4G__BAD("padded_len", "is missing");
@@ -733,13 +749,26 @@ void fp4g_hif4_cube(const fp4g_case *c, const uint32_t *linear, uint8_t *out) {
       }
 }
 
+void fp4g_code_position(const fp4g_case *c, size_t e, size_t *byte, unsigned *shift) {
+  if (c->nibble_order == FP4G_SPLIT_HALF) {
+    size_t half = c->block_size / 2, j = e % c->block_size;
+    *byte = e / c->block_size * half + j % half;
+    *shift = j < half ? 0 : 4;
+  } else {
+    *byte = e / 2;
+    *shift = ((e % 2) == (c->nibble_order == FP4G_LOW_FIRST ? 1u : 0u)) ? 4 : 0;
+  }
+}
+
 size_t fp4g_compare_codes(const fp4g_case *c, const uint8_t *expected, const uint8_t *got, FILE *report,
                           size_t max_report) {
   size_t e, bad = 0, n = c->rows * c->padded_len;
   for (e = 0; e < n; ++e) {
-    size_t byte = e / 2;
-    unsigned shift = (unsigned)(e % 2) * 4; /* low_first: element 2i in bits 3..0 */
-    unsigned want = (expected[byte] >> shift) & 0xFu, have = (got[byte] >> shift) & 0xFu;
+    size_t byte;
+    unsigned shift, want, have;
+    fp4g_code_position(c, e, &byte, &shift);
+    want = (expected[byte] >> shift) & 0xFu;
+    have = (got[byte] >> shift) & 0xFu;
     if (want == have) continue;
     if (report && bad < max_report)
       fprintf(report, "%s codes: row %lu element %lu (block %lu): expected 0x%X, got 0x%X\n", c->id,

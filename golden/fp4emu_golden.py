@@ -31,7 +31,7 @@ import os
 import numpy as np
 
 __all__ = [
-    "SuiteError", "Case", "load_suite", "cases", "to_rows", "from_rows", "pack_codes",
+    "SuiteError", "Case", "load_suite", "cases", "to_rows", "from_rows", "pack_codes", "unpack_codes",
     "swizzle_128x4", "hif4_cube", "compare", "assert_matches",
 ]
 
@@ -100,6 +100,9 @@ class Case:
         if self.axis >= len(self.shape):
             raise bad("options.axis", "is not an axis of the shape")
         self.tail = self.options.get("tail")
+        self.nibble_order = self.options.get("nibble_order")
+        if self.nibble_order not in ("low_first", "high_first", "split_half"):
+            raise bad("options.nibble_order", "is not low_first, high_first or split_half")
         self.rows = size(entry, "rows")
         self.padded_len = size(entry, "padded_len")
         self.blocks_per_row = size(entry, "blocks_per_row")
@@ -191,10 +194,28 @@ def from_rows(rows, case):
     return np.moveaxis(np.asarray(rows)[:, :n].reshape(moved), -1, case.axis)
 
 
-def pack_codes(codes):
-    """[rows, padded_len] 4-bit codes to [rows, padded_len/2] bytes, element 2i in the low nibble."""
-    c = np.asarray(codes, dtype=np.uint8)
-    return (c[:, 0::2] & 0xF) | ((c[:, 1::2] & 0xF) << 4)
+def pack_codes(codes, case=None):
+    """[rows, padded_len] 4-bit codes to [rows, padded_len/2] bytes in the case's nibble order
+    (low_first without a case: element 2i in the low nibble)."""
+    c = np.asarray(codes, dtype=np.uint8) & 0xF
+    order = case.nibble_order if case is not None else "low_first"
+    if order == "split_half":  # byte j of a block: elements j (low) and j + block/2 (high)
+        b = c.reshape(c.shape[0], -1, 2, case.block_size // 2)
+        return (b[:, :, 0, :] | (b[:, :, 1, :] << 4)).reshape(c.shape[0], -1)
+    first, second = c[:, 0::2], c[:, 1::2]
+    return first | (second << 4) if order == "low_first" else (first << 4) | second
+
+
+def unpack_codes(packed, case):
+    """The inverse of pack_codes: [rows, padded_len] codes."""
+    p = np.asarray(packed, dtype=np.uint8).reshape(case.rows, -1)
+    lo, hi = p & 0xF, p >> 4
+    if case.nibble_order == "split_half":
+        b = np.stack([lo.reshape(case.rows, -1, case.block_size // 2),
+                      hi.reshape(case.rows, -1, case.block_size // 2)], axis=2)
+        return b.reshape(case.rows, -1)
+    pair = [lo, hi] if case.nibble_order == "low_first" else [hi, lo]
+    return np.stack(pair, axis=-1).reshape(case.rows, -1)
 
 
 def swizzle_128x4(scales, case):
@@ -236,9 +257,8 @@ def compare(case, name, expected, got, max_report=8):
     else:
         e, g = expected, got.astype(expected.dtype)
         differ = e != g
-    if name == "codes.npy":  # compare the 4-bit codes, element by element
-        e = np.stack([e & 0xF, e >> 4], axis=-1).reshape(e.shape[0], -1)
-        g = np.stack([g & 0xF, g >> 4], axis=-1).reshape(g.shape[0], -1)
+    if name == "codes.npy":  # compare the 4-bit codes, element by element: [row, element]
+        e, g = unpack_codes(e, case), unpack_codes(g, case)
         differ = e != g
     where = np.argwhere(differ)
     lines = []

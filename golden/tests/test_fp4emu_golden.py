@@ -48,7 +48,7 @@ def toy_mxfp4_ocp(x, case, tie_bug=False, swizzle_bug=False):
     deq = np.where(code & 8, -deq, deq)
     deq[special] = np.nan
     out = {
-        "codes": fg.pack_codes(code.reshape(case.rows, case.padded_len)),
+        "codes": fg.pack_codes(code.reshape(case.rows, case.padded_len), case),
         "scales": scale,
         "dequant": fg.from_rows(deq.reshape(case.rows, case.padded_len), case),
     }
@@ -87,7 +87,7 @@ def test_every_layout_case_is_checked():
 
 
 GOOD_CASE = {"id": "m/c", "family": "codes", "format": "mxfp4", "recipe": "mxfp4.ocp", "expect": "output",
-             "block_size": 32, "input_dtype": "f32", "shape": [2, 33], "options": {"axis": 1, "tail": "pad"},
+             "block_size": 32, "input_dtype": "f32", "shape": [2, 33], "options": {"axis": 1, "tail": "pad", "nibble_order": "low_first"},
              "rows": 2, "padded_len": 64, "blocks_per_row": 2, "files": []}
 
 
@@ -109,6 +109,7 @@ def _manifest(cases, **top):
     (_manifest([dict(GOOD_CASE, rows=3)]), "'rows'"),
     (_manifest([dict(GOOD_CASE, shape=[2, -1])]), "'shape'"),
     (_manifest([dict(GOOD_CASE, options={"axis": 5})]), "'options.axis'"),
+    (_manifest([dict(GOOD_CASE, options={"axis": 1, "nibble_order": "odd"})]), "'options.nibble_order'"),
     (_manifest([dict(GOOD_CASE, files=[{"path": "other/c/codes.npy"}])]), "'files[].path'"),
 ], ids=lambda v: None if len(str(v)) < 40 else "manifest")
 def test_damaged_manifest_is_refused(tmp_path, text, field):
@@ -150,3 +151,23 @@ def test_layout_helpers_reproduce_the_layout_files():
                 assert not fg.compare(case, name, want, got.reshape(want.shape)), case.id
                 checked += 1
     assert checked, "the suite has no layout case"
+
+
+def test_code_positions_agree_with_blocks_txt():
+    """unpack_codes in every nibble order of the suite against blocks.txt (one hex digit per element)."""
+    blocks = 0
+    for case in fg.cases(SUITE):
+        if case.expect_error or "blocks.txt" not in case.files:
+            continue
+        codes = fg.unpack_codes(case.load("codes.npy"), case)
+        assert np.array_equal(fg.unpack_codes(fg.pack_codes(codes, case), case), codes), case.id
+        with open(os.path.join(SUITE, case.id, "blocks.txt")) as f:
+            for line in f:
+                if line.startswith("#"):
+                    continue
+                _, row, k = (int(v) for v in line.split("|")[0].split())
+                digits = line.rsplit("|", 1)[1].strip()
+                got = codes[row, k * case.block_size:(k + 1) * case.block_size]
+                assert "".join(f"{v:X}" for v in got) == digits.upper(), (case.id, row, k)
+                blocks += 1
+    assert blocks, "the suite has no blocks.txt"

@@ -173,11 +173,11 @@ static int hostile_manifests(const char *dir) {
       "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32}]}",
       "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"m/c\",\"family\":\"codes\","
       "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,"
-      "\"input_dtype\":\"f32\",\"shape\":[2,33],\"options\":{\"axis\":1},\"rows\":2,\"padded_len\":32,"
+      "\"input_dtype\":\"f32\",\"shape\":[2,33],\"options\":{\"axis\":1,\"nibble_order\":\"low_first\"},\"rows\":2,\"padded_len\":32,"
       "\"blocks_per_row\":1,\"files\":[]}]}",
       "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"m/c\",\"family\":\"codes\","
       "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,"
-      "\"input_dtype\":\"f32\",\"shape\":[99999999999999,99999999999999],\"options\":{\"axis\":1},"
+      "\"input_dtype\":\"f32\",\"shape\":[99999999999999,99999999999999],\"options\":{\"axis\":1,\"nibble_order\":\"low_first\"},"
       "\"rows\":99999999999999,\"padded_len\":99999999999999,\"blocks_per_row\":1,\"files\":[]}]}",
       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
       "{\"schema\":\"fp4emu-golden\\",
@@ -272,6 +272,59 @@ static int check_layouts(const fp4g_suite *s) {
   return 0;
 }
 
+/* fp4g_code_position against blocks.txt, which lists each edge block's codes
+ * one hex digit per element: every nibble order of the suite's recipes. */
+static int check_code_positions(const fp4g_suite *s) {
+  size_t k, blocks = 0, bad = 0;
+  char err[FP4G_ERR_LEN], path[1600];
+  static char line[16384];
+  for (k = 0; k < s->count; ++k) {
+    const fp4g_case *c = &s->cases[k];
+    fp4g_array codes;
+    FILE *f;
+    if (c->is_gemm || c->expect_error) continue;
+    snprintf(path, sizeof path, "%s/%s/blocks.txt", s->dir, c->id);
+    f = fopen(path, "r");
+    if (!f) continue;
+    if (fp4g_case_load(s, c, "codes.npy", &codes, err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      fclose(f);
+      return -1;
+    }
+    while (fgets(line, sizeof line, f)) {
+      unsigned long block, row, in_row;
+      size_t i;
+      const char *digits = strrchr(line, '|');
+      if (line[0] == '#') continue;
+      if (sscanf(line, "%lu %lu %lu", &block, &row, &in_row) != 3 || !digits || row >= c->rows ||
+          in_row >= c->blocks_per_row) {
+        fprintf(stderr, "%s: unreadable line\n", path);
+        fclose(f);
+        return -1;
+      }
+      ++digits;
+      while (*digits == ' ') ++digits;
+      for (i = 0; i < c->block_size; ++i) {
+        size_t byte, e = row * c->padded_len + in_row * c->block_size + i;
+        unsigned shift, want;
+        if (sscanf(digits + i, "%1x", &want) != 1) {
+          fprintf(stderr, "%s: codes field too short\n", path);
+          fclose(f);
+          return -1;
+        }
+        fp4g_code_position(c, e, &byte, &shift);
+        if (((codes.u8[byte] >> shift) & 0xFu) != want) ++bad;
+      }
+      ++blocks;
+    }
+    fclose(f);
+    fp4g_array_free(&codes);
+  }
+  printf("code positions: %lu blocks.txt blocks, %lu codes differ\n", (unsigned long)blocks, (unsigned long)bad);
+  if (blocks == 0 || bad != 0) { fprintf(stderr, "FAIL: fp4g_code_position must agree with blocks.txt\n"); return -1; }
+  return 0;
+}
+
 /* A directory where a file belongs is refused, not read. */
 static int not_a_file(const char *dir) {
   fp4g_array a;
@@ -295,7 +348,7 @@ int main(int argc, char **argv) {
   printf("toy mxfp4.ocp kernel: %lu cases, %lu mismatches (%lu expect-error cases not run)\n",
          (unsigned long)good.cases, (unsigned long)good.mismatches, (unsigned long)good.skipped_error);
   if (good.cases == 0 || good.mismatches != 0) { fprintf(stderr, "FAIL: the correct toy kernel must match\n"); return 1; }
-  if (check_layouts(&s) != 0) return 1;
+  if (check_layouts(&s) != 0 || check_code_positions(&s) != 0) return 1;
   if (run_suite(&s, 1, &bug, stdout) != 0) return 1;
   printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
   if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
