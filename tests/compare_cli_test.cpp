@@ -191,6 +191,7 @@ TEST(CompareCli, TableJsonAndCsvCarryTheIndependentNumbers) {
 
   std::map<std::string, Expected> pooled;
   std::map<std::string, double> sum_db;
+  std::map<std::string, int> db_terms;  // tensors with a defined dB
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Crafted& c = tensors[t];
     const nlohmann::json& jt = j["tensors"][t];
@@ -201,13 +202,22 @@ TEST(CompareCli, TableJsonAndCsvCarryTheIndependentNumbers) {
     for (size_t k = 0; k < 3; ++k) {
       const std::string what = c.name + " " + kRecipes[k];
       const Expected e = expected(c, kRecipes[k]);
-      ASSERT_GT(e.n, 0) << what;
       pooled[kRecipes[k]].add(e);
-      sum_db[kRecipes[k]] += e.qsnr();
 
       const nlohmann::json& m = jt["results"][k];
       EXPECT_EQ(m["recipe"], kRecipes[k]);
       EXPECT_EQ(m["n"], e.n) << what;
+      EXPECT_EQ(m["nonfinite_out"], e.nonfinite_out) << what;
+      if (e.n == 0) {
+        // TransformerEngine dequantizes through the tensor amax G: an Inf
+        // input makes G = Inf and no output finite (docs/formats.md, NVFP4).
+        // No pair to measure: the dB is undefined and left out of the mean.
+        EXPECT_TRUE(m["qsnr_db"].is_null()) << what;
+        EXPECT_EQ(e.nonfinite_out, static_cast<int64_t>(c.x.size()) - e.nan_in - e.inf_in) << what;
+        continue;
+      }
+      sum_db[kRecipes[k]] += e.qsnr();
+      ++db_terms[kRecipes[k]];
       EXPECT_EQ(m["n_nonzero"], e.nonzero) << what;
       EXPECT_EQ(m["n_underflow"], e.underflow) << what;
       EXPECT_EQ(m["n_zero_after"], e.zero_after) << what;
@@ -266,6 +276,8 @@ TEST(CompareCli, TableJsonAndCsvCarryTheIndependentNumbers) {
   ASSERT_FALSE(pooled_table.empty()) << r.output;
   for (size_t k = 0; k < 3; ++k) {
     const Expected& e = pooled[kRecipes[k]];
+    ASSERT_GT(e.n, 0) << kRecipes[k];
+    ASSERT_GT(db_terms[kRecipes[k]], 0) << kRecipes[k];
     const nlohmann::json& p = j["pooled"][k];
     EXPECT_EQ(p["recipe"], kRecipes[k]);
     EXPECT_EQ(p["tensors"], 3);
@@ -274,14 +286,15 @@ TEST(CompareCli, TableJsonAndCsvCarryTheIndependentNumbers) {
     EXPECT_EQ(p["nonfinite_out"], e.nonfinite_out);
     near(p["qsnr_db"], e.qsnr(), "pooled qsnr");
     near(p["cosine"], e.cosine(), "pooled cosine");
-    near(p["mean_qsnr_db"], sum_db[kRecipes[k]] / 3, "pooled mean dB");
+    const double mean_db = sum_db[kRecipes[k]] / db_terms[kRecipes[k]];
+    near(p["mean_qsnr_db"], mean_db, "pooled mean dB");
     EXPECT_EQ(p["max_abs_error"].get<double>(), e.max_err);
     const auto& row = csv[9 + k];
     EXPECT_EQ(row.at("scope"), "pooled");
     EXPECT_EQ(std::stod(row.at("qsnr_db")), p["qsnr_db"].get<double>());
     EXPECT_EQ(std::stod(row.at("mean_qsnr_db")), p["mean_qsnr_db"].get<double>());
     const std::string line = row_of(pooled_table, kRecipes[k]);
-    EXPECT_NE(line.find(fmt::format("{:.2f} [{:.2f}]", e.qsnr(), sum_db[kRecipes[k]] / 3)), std::string::npos)
+    EXPECT_NE(line.find(fmt::format("{:.2f} [{:.2f}]", e.qsnr(), mean_db)), std::string::npos)
         << line;
   }
 }
@@ -311,12 +324,13 @@ TEST(CompareCli, SelectsTensorsByGlobAndReadsNpy) {
 
   // One .npy tensor: the same numbers as the same tensor in safetensors.
   io::write_npy(dir / "x.npy", io::from_f32(tensors[1].shape, tensors[1].x));
-  r = run_cli(fmt::format("compare {} --format nvfp4 --json {}", (dir / "x.npy").string(), (dir / "n.json").string()));
+  r = run_cli(fmt::format("compare {} --format mxfp4 --json {}", (dir / "x.npy").string(), (dir / "n.json").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream jf(dir / "n.json");
   const nlohmann::json j = nlohmann::json::parse(jf);
   EXPECT_EQ(j["tensors"][0]["name"], "x.npy");
-  const Expected e = expected(tensors[1], "nvfp4.te");
+  const Expected e = expected(tensors[1], "mxfp4.ocp");
+  ASSERT_GT(e.n, 0);
   near(j["tensors"][0]["results"][0]["qsnr_db"], e.qsnr(), "npy qsnr");
 
   // '<u2' bit patterns with --bf16-bits.
