@@ -135,7 +135,7 @@ TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
       EXPECT_GE(fam.count(f), 1u) << r << " has no " << f << " case";
     EXPECT_EQ(fam.count("tail"), static_cast<size_t>(block - 1)) << r;
     EXPECT_EQ(fam.count("hif4_bits"), std::string(r).rfind("hif4", 0) == 0 ? 1u : 0u) << r;
-    EXPECT_EQ(fam.count("gemm"), 2u) << r;
+    EXPECT_EQ(fam.count("gemm"), 3u) << r;  // gemm_scales, gemm_tail, gemm_layout
   }
 }
 
@@ -240,8 +240,11 @@ TEST(GoldenSuite, DequantMatchesAnIndependentDecoder) {
     const io::Array codes = io::read_npy(kCheckedIn / id / "codes.npy");
     const io::Array scales = io::read_npy(kCheckedIn / id / "scales.npy");
     const std::vector<float> dq = io::to_f32(io::read_npy(kCheckedIn / id / "dequant.npy"));
-    float s_dec = 1.0f;
-    if (format == "nvfp4") s_dec = io::to_f32(io::read_npy(kCheckedIn / id / "global_scale.npy"))[2];
+    float global_amax = 0.0f;
+    if (format == "nvfp4") {
+      ASSERT_EQ(c["recipe"], "nvfp4.te") << id << ": this decoder is TransformerEngine's";
+      global_amax = io::to_f32(io::read_npy(kCheckedIn / id / "global_scale.npy"))[0];
+    }
     const std::vector<int64_t> shape = c["shape"];
     const int axis = c["options"]["axis"], block = c["block_size"];
     int64_t outer = 1, inner = 1;
@@ -260,8 +263,10 @@ TEST(GoldenSuite, DequantMatchesAnIndependentDecoder) {
         } else if (format == "nvfp4") {
           const int u = scales.bytes[blk] & 0x7F, e = u >> 3, mant = u & 7;
           const float scale = e == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(8.0f + mant, e - 10);
-          const float p = e2m1_value(code) * scale;  // exact: at most 6 significant bits
-          v = u == 0x7F ? NAN : p * s_dec;
+          // TransformerEngine decodes through the tensor amax G:
+          // q * fp32(fp32(s * G) * fp32(1 / (6 * 448))) (docs/formats.md).
+          const float factor = (scale * global_amax) * (1.0f / 2688.0f);
+          v = u == 0x7F ? NAN : e2m1_value(code) * factor;
         } else {
           uint32_t w;
           std::memcpy(&w, scales.bytes.data() + 4 * blk, 4);
@@ -409,7 +414,7 @@ TEST(GoldenSuite, GemmFmaFp32MatchesAnIndependentLoop) {
     for (const char* f : {"C_exact.npy", "C_block_fp32_bps1.npy"})
       EXPECT_TRUE(fs::exists(kCheckedIn / id / f)) << id << " has no " << f;
   }
-  EXPECT_EQ(cases, 6);
+  EXPECT_EQ(cases, 9);  // gemm_scales, gemm_tail, gemm_layout of 3 MXFP4/NVFP4 recipes
   EXPECT_EQ(nan_cases, 3);
 }
 
