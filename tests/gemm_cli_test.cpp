@@ -17,6 +17,7 @@
 
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/quant/packed_io.hpp"
+#include "io_test_util.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -25,10 +26,6 @@ namespace {
 using testing::run_cli;
 using testing::TempDir;
 
-std::vector<char> file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Gaussian values with a few outliers, rows at different magnitudes.
 std::vector<float> operand_values(int64_t rows, int64_t cols, std::mt19937_64& rng) {
@@ -78,13 +75,15 @@ TEST(GemmCli, NpyOperandsAreQuantizedAsFp4emuQuantize) {
       const std::vector<float>& av = lhs == Abf ? a_bf16 : a;
       float amax = 0.0f;
       for (float v : av) amax = std::max(amax, std::fabs(v));
-      if (std::string(recipe).starts_with("nvfp4")) EXPECT_EQ(read_packed(pa).global_amax, amax) << what;
+      if (std::string(recipe).starts_with("nvfp4")) {
+        EXPECT_EQ(read_packed(pa).global_amax, amax) << what;
+      }
       for (const char* model : {"exact", "block_fp32", "fma_fp32"}) {
         const auto c_npy = dir / "C_npy.npy", c_packed = dir / "C_packed.npy";
         run_ok(fmt::format("gemm {} {} {} --recipe {} --model {}", lhs.string(), B.string(), c_npy.string(), recipe,
                            model));
         run_ok(fmt::format("gemm {} {} {} --model {}", pa.string(), pb.string(), c_packed.string(), model));
-        EXPECT_EQ(file_bytes(c_npy), file_bytes(c_packed)) << what << " model " << model;
+        EXPECT_EQ(testing::read_bytes(c_npy), testing::read_bytes(c_packed)) << what << " model " << model;
       }
       // The same amax given to quantize explicitly gives the same operand.
       if (std::string(recipe).starts_with("nvfp4")) {

@@ -15,6 +15,7 @@
 
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/io/safetensors.hpp"
+#include "io_test_util.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -23,10 +24,6 @@ namespace {
 using testing::run_cli;
 using testing::TempDir;
 
-std::vector<char> file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // golden/README.md "Kernel-ready scale layouts".
 int64_t swizzled_offset(int64_t r, int64_t c, int64_t cols) {
@@ -88,7 +85,7 @@ TEST(QuantizeScaleLayout, EveryLayoutRoundTripsWithItsByteMap) {
     const auto dl = dir / "dl.npy", ds = dir / "ds.npy";
     ASSERT_EQ(run_cli(fmt::format("dequantize {} {}", lin.string(), dl.string())).exit_code, 0);
     ASSERT_EQ(run_cli(fmt::format("dequantize {} {}", lay.string(), ds.string())).exit_code, 0);
-    EXPECT_EQ(file_bytes(dl), file_bytes(ds)) << what;
+    EXPECT_EQ(testing::read_bytes(dl), testing::read_bytes(ds)) << what;
     // linear spelled out is the default.
     const auto lin2 = dir / "lin2.safetensors";
     q(lin2, "--scale-layout linear");
