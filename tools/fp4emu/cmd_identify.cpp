@@ -162,7 +162,8 @@ void add_identify(CLI::App& app, Action& action) {
       "identify",
       "Which recipe does a kernel implement? Runs every recipe of the format with every rounding it allows (and "
       "every nibble order / HiF4 scale bit order) on the kernel's input, ranks them by agreement with the "
-      "kernel's output, and explains the differences of the closest ones. Exit 0 on an exact match, 1 otherwise");
+      "kernel's output, and explains the differences of the closest ones. Exit 0 whenever the report is written, "
+      "match or not (its first line and --json's \"exact\" say which)");
   cmd->add_option("--input", args->input, "The kernel's input .npy (fp32, bf16 or fp16)")->required();
   cmd->add_option("--output", args->output, "The kernel's dequantized output .npy (the input's shape)");
   cmd->add_option("--packed", args->packed,
