@@ -310,7 +310,10 @@ std::vector<Try> all_tries(std::vector<std::string>& problems) {
   const auto base_of = bases();
   const auto lists = list_items();
   std::vector<Try> tries;
-  for (const auto& [command, app] : commands) {
+  for (const auto& entry : commands) {
+    // Named copies, not structured bindings: clang 14 cannot capture those in a lambda.
+    const std::string& command = entry.first;
+    const CLI::App* app = entry.second;
     const auto b = base_of.find(command);
     if (b == base_of.end()) {
       problems.push_back(fmt::format("command '{}' has no valid base invocation in bases()", command));
