@@ -89,6 +89,7 @@ if [ "$sanitize" = 1 ]; then
   if [ "$have_clang" = 1 ]; then asan_options+=("${clang_compilers[@]}"); fi
   step "asan+ubsan build" build_checked build-asan "" "${asan_options[@]}"
   step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" "${label_filter[@]}"
 
