@@ -516,7 +516,7 @@ TEST(CliHostile, SizesThatOverflowAreRefusedBeforeAllocating) {
 }
 
 // OCC on a tensor without a finite value: nothing to clamp; the study reports
-// the non-finite count (analysis.md), it does not fail.
+// the non-finite count (docs/analysis.md), it does not fail.
 TEST(CliHostile, OccOnAnAllNanOrAllInfTensorIsReported) {
   TempDir dir;
   for (const float v : {std::nanf(""), INFINITY}) {

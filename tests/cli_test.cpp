@@ -34,7 +34,7 @@ const float kNan = std::numeric_limits<float>::quiet_NaN();
 
 const std::vector<WorkedExample>& worked_examples() {
   static const std::vector<WorkedExample> examples = {
-      // hif4.md §8
+      // docs/spec/hif4.md §8
       {"hif4 EX1 V14", "--format hif4", 64,
        {7.0f, -3.0f, 0.625f, 0.09375f, 0.875f, 0.3125f, -0.5625f, 0, 1.5f, -2.5f, 0.25f, 3.0f, 0.125f, 0.375f, -1.0f, 0.625f},
        {7.0f, -3.0f, 1.0f, 0, 1.0f, 0.5f, -0.5f, 0, 1.5f, -2.5f, 0.5f, 3.0f, 0.25f, 0.5f, -1.0f, 0.75f}},
@@ -54,7 +54,7 @@ const std::vector<WorkedExample>& worked_examples() {
       {"hif4 EX6 noclip", "--recipe hif4.v14_noclip", 64, {0, 0}, {kNan, kNan}},
       {"hif4 EX7 V14", "--recipe hif4.v14", 64, {std::bit_cast<float>(0x40B6CB66u)}, {5.25f}},
       {"hif4 EX7 V14-numpy", "--recipe hif4.v14_f64", 64, {std::bit_cast<float>(0x40B6CB66u)}, {6.125f}},
-      // mxfp4.md §8
+      // docs/spec/mxfp4.md §8
       {"mxfp4 EX-M1 OCP", "--format mxfp4", 32, {3.0f, 1.25f, 0.375f, -0.125f, 2.4f, 0, -3.0f, 0.2f},
        {3.0f, 1.0f, 0.5f, -0.0f, 2.0f, 0, -3.0f, 0.25f}},
       {"mxfp4 EX-M1 microxcaling", "--recipe mxfp4.microxcaling", 32, {3.0f, 1.25f, 0.375f, -0.125f, 2.4f, 0, -3.0f, 0.2f},
@@ -78,7 +78,7 @@ const std::vector<WorkedExample>& worked_examples() {
       {"mxfp4 EX-M5 OCP", "--recipe mxfp4.ocp", 32, {std::bit_cast<float>(0x447FFFFFu)}, {768.0f}},
       {"mxfp4 EX-M5 log2f", "--recipe mxfp4.microxcaling", 32, {std::bit_cast<float>(0x447FFFFFu)}, {1024.0f}},
       {"mxfp4 EX-M5 RCEIL", "--recipe mxfp4.rceil", 32, {std::bit_cast<float>(0x447FFFFFu)}, {1024.0f}},
-      // nvfp4.md §8 (G given so that S_enc = S_dec = 1)
+      // docs/spec/nvfp4.md §8 (G given so that S_enc = S_dec = 1)
       {"nvfp4 EX-N1 TE", "--format nvfp4 --global-amax 2688", 16, {12, 5, -1.5f, 0.5f, 7, 10, -0.25f, 3},
        {12, 4, -2, 0, 8, 8, -0.0f, 3}},
       {"nvfp4 EX-N1 torchao", "--recipe nvfp4.torchao --global-amax 2688", 16, {12, 5, -1.5f, 0.5f, 7, 10, -0.25f, 3},

@@ -292,26 +292,26 @@ TEST(CodecDecode, NamedDecodersMatchOracle) {
 }
 
 TEST(CodecDecode, SpecTables) {
-  // mxfp4.md §1.1
+  // docs/spec/mxfp4.md §1.1
   const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
   for (uint8_t c = 0; c < 16; ++c) EXPECT_TRUE(same_double(fp4emu::e2m1_decode(c), e2m1[c])) << int(c);
-  // hif4.md §1
+  // docs/spec/hif4.md §1
   for (uint8_t c = 0; c < 16; ++c) {
     const double v = (c & 7) / 4.0;
     EXPECT_TRUE(same_double(fp4emu::s1p2_decode(c), (c & 8) ? -v : v)) << int(c);
   }
-  // hif4.md §2 examples
+  // docs/spec/hif4.md §2 examples
   const std::pair<uint8_t, double> e6m2[] = {{0xC0, 1.0},     {0xC1, 1.25},    {0xC2, 1.5},   {0xC3, 1.75},
                                              {0xBF, 0.875},   {0xBE, 0.75},    {0x00, 0x1p-48}, {0x04, 0x1p-47},
                                              {0xFC, 32768},   {0xFD, 40960},   {0xFE, 49152}};
   for (auto [c, v] : e6m2) EXPECT_EQ(fp4emu::e6m2_decode(c), v) << int(c);
   EXPECT_TRUE(std::isnan(fp4emu::e6m2_decode(0xFF)));
-  // mxfp4.md §2: 0x00 = 2^-127 = fp32 subnormal 0x00400000; 0xFE = 2^127.
+  // docs/spec/mxfp4.md §2: 0x00 = 2^-127 = fp32 subnormal 0x00400000; 0xFE = 2^127.
   EXPECT_EQ(bits(fp4emu::e8m0_decode(0x00)), 0x00400000u);
   EXPECT_EQ(fp4emu::e8m0_decode(0x7F), 1.0f);
   EXPECT_EQ(bits(fp4emu::e8m0_decode(0xFE)), 0x7F000000u);
   EXPECT_TRUE(std::isnan(fp4emu::e8m0_decode(0xFF)));
-  // nvfp4.md §2.1 reference codes
+  // docs/spec/nvfp4.md §2.1 reference codes
   const std::pair<uint8_t, double> ue4m3[] = {{0x01, 0x1p-9},      {0x05, 0.009765625}, {0x07, 0.013671875},
                                               {0x08, 0.015625},    {0x20, 0.125},       {0x38, 1.0},
                                               {0x3D, 1.625},       {0x40, 2.0},         {0x4B, 5.5},
@@ -428,7 +428,7 @@ TEST(CodecOracle, RandomFp32Sample) {
   EXPECT_GT(cmp.checks(), 20'000'000u);
 }
 
-// ---- CUDA oracle facts (mxfp4.md §1.3, §2.1, §5.2-5.4, §8.0; nvfp4.md §2.1) ---
+// ---- CUDA oracle facts (docs/spec/mxfp4.md §1.3, §2.1, §5.2-5.4, §8.0; docs/spec/nvfp4.md §2.1) ---
 
 struct Fact {
   const char* format;
@@ -449,7 +449,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 const std::vector<Fact>& facts() {
   static const std::vector<Fact> v = {
-      // E2M1, __nv_cvt_float_to_fp4 (mxfp4.md §1.3, §8.0)
+      // E2M1, __nv_cvt_float_to_fp4 (docs/spec/mxfp4.md §1.3, §8.0)
       {"e2m1", 0.0, RN, SAT, 0x0, "§1.3 +0"},
       {"e2m1", -0.0, RN, SAT, 0x8, "§1.3 -0"},
       {"e2m1", -0.0, RZ, SAT, 0x8, "§1.3 -0 RZ"},
@@ -482,7 +482,7 @@ const std::vector<Fact>& facts() {
       {"e2m1", 0.75, RZ, SAT, 0x1, "§8.0"},
       {"e2m1", 1.75, RZ, SAT, 0x3, "§8.0"},
       {"e2m1", 3.5, RZ, SAT, 0x5, "§8.0"},
-      // E2M1 other element roundings (mxfp4.md §5.2, §5.4): half away, ties to zero
+      // E2M1 other element roundings (docs/spec/mxfp4.md §5.2, §5.4): half away, ties to zero
       {"e2m1", 0.25, Rounding::rha, SAT, 0x1, "§5.2"},
       {"e2m1", 1.25, Rounding::rha, SAT, 0x3, "§5.2"},
       {"e2m1", 2.5, Rounding::rha, SAT, 0x5, "§5.2"},
@@ -494,7 +494,7 @@ const std::vector<Fact>& facts() {
       {"e2m1", 3.5, Rounding::ties_to_zero, SAT, 0x5, "§5.4"},
       {"e2m1", 2.5, Rounding::ties_to_zero, SAT, 0x4, "§5.4"},
       {"e2m1", -0.25, Rounding::ties_to_zero, SAT, 0x8, "header: rounds to zero keeps sign (ggml's +0 is a recipe quirk)"},
-      // E8M0, __nv_cvt_float_to_e8m0 (mxfp4.md §2.1)
+      // E8M0, __nv_cvt_float_to_e8m0 (docs/spec/mxfp4.md §2.1)
       {"e8m0", 0.0, RZ, SAT, 0x00, "§2.1"},
       {"e8m0", 0.0, RP, SAT, 0x00, "§2.1"},
       {"e8m0", -0.0, RP, SAT, 0x00, "§2.1"},
@@ -522,7 +522,7 @@ const std::vector<Fact>& facts() {
       {"e8m0", -kInf, RZ, NOSAT, 0xFF, "§2.1"},
       {"e8m0", kNaN, RZ, SAT, 0xFF, "§2.1"},
       {"e8m0", kNaN, RP, SAT, 0xFF, "§2.1"},
-      // E8M0 RNE (mxfp4.md §2.2, ml_dtypes float8_e8m0fnu): the implicit bit
+      // E8M0 RNE (docs/spec/mxfp4.md §2.2, ml_dtypes float8_e8m0fnu): the implicit bit
       // counts as odd, so a significand >= 1.5 rounds up.
       {"e8m0", 1.5, RN, SAT, 0x80, "§2.2 ml_dtypes"},
       {"e8m0", 3.0, RN, SAT, 0x81, "§2.2 ml_dtypes"},
@@ -532,7 +532,7 @@ const std::vector<Fact>& facts() {
       {"e8m0", 0x1.8p127, RN, NOSAT, 0xFF, "§2.2 rounds to 2^128: NaN"},
       {"e8m0", 1.5, Rounding::ties_to_zero, SAT, 0x7F, "ties toward zero"},
       {"e8m0", 1.5, Rounding::rha, SAT, 0x80, "ties away"},
-      // E4M3, __nv_cvt_float_to_fp8(x, sat, __NV_E4M3), RNE (nvfp4.md §2.1)
+      // E4M3, __nv_cvt_float_to_fp8(x, sat, __NV_E4M3), RNE (docs/spec/nvfp4.md §2.1)
       {"e4m3", 0x1p-10, RN, SAT, 0x00, "§2.1 tie to 0"},
       {"e4m3", -0x1p-10, RN, SAT, 0x80, "§2.1 -> -0"},
       {"e4m3", 0x1p-11, RN, SAT, 0x00, "§2.1"},
@@ -568,7 +568,7 @@ const std::vector<Fact>& facts() {
       {"ue4m3", 1.625, RN, SAT, 0x3D, "§2.1"},
       {"ue4m3", -1.01, RP, SAT, 0x39, "header: sign ignored, so RP rounds the magnitude up"},
       {"e4m3", -1.01, RP, SAT, 0xB8, "signed: RP of a negative truncates the magnitude"},
-      // E6M2 (hif4.md §2)
+      // E6M2 (docs/spec/hif4.md §2)
       {"e6m2", 1.0, RN, SAT, 0xC0, "§2"},
       {"e6m2", 49152, RN, SAT, 0xFE, "§2"},
       {"e6m2", 53248, RN, SAT, 0xFE, "§2 tie 49152/57344 to even"},
@@ -579,7 +579,7 @@ const std::vector<Fact>& facts() {
       {"e6m2", 0x1p-47, RN, SAT, 0x04, "§2"},
       {"e6m2", 1.125, RN, SAT, 0xC0, "tie 1/1.25 to even"},
       {"e6m2", 1.375, RN, SAT, 0xC2, "tie 1.25/1.5 to even"},
-      // S1P2 (hif4.md §1): RNE ties to the even code
+      // S1P2 (docs/spec/hif4.md §1): RNE ties to the even code
       {"s1p2", 0.125, RN, SAT, 0x0, "§1"},
       {"s1p2", 0.375, RN, SAT, 0x2, "§1"},
       {"s1p2", 0.375, Rounding::rha, SAT, 0x2, "§1"},
@@ -623,7 +623,7 @@ TEST(OracleTest, CudaAndSpecFacts) { check_facts(true); }
 TEST(CodecCuda, CudaAndSpecFacts) { check_facts(false); }
 
 TEST(CodecCuda, E2M1ThresholdTable) {
-  // mxfp4.md §1.2 as intervals: (lower, lower inclusive, code)
+  // docs/spec/mxfp4.md §1.2 as intervals: (lower, lower inclusive, code)
   struct Row { double lo; bool lo_incl; uint8_t code; };
   const Row rows[] = {{0, true, 0}, {0.25, false, 1}, {0.75, true, 2}, {1.25, false, 3},
                       {1.75, true, 4}, {2.5, false, 5}, {3.5, true, 6}, {5, false, 7}};
@@ -737,7 +737,7 @@ TEST(Codec16, IsBf16Exact) {
 
 // ---- E6M2 reciprocal ------------------------------------------------------------
 
-// hif4.md §2: r = bf16(exact 1/s). 1/s = 2^(50-E) / (4+M); round 2^p/(4+M) to an
+// docs/spec/hif4.md §2: r = bf16(exact 1/s). 1/s = 2^(50-E) / (4+M); round 2^p/(4+M) to an
 // integer with 8 significant bits by exact integer division, ties to even.
 TEST(CodecE6M2, ReciprocalBf16IsRneOfExactReciprocal) {
   for (uint32_t c = 0; c < 0xFF; ++c) {
@@ -750,7 +750,7 @@ TEST(CodecE6M2, ReciprocalBf16IsRneOfExactReciprocal) {
     const float got = fp4emu::e6m2_reciprocal_bf16(static_cast<uint8_t>(c));
     ASSERT_EQ(static_cast<double>(got), want) << "code 0x" << std::hex << c;
     ASSERT_TRUE(fp4emu::is_bf16_exact(got));
-    // And it is what the bf16 RNE of the fp32 quotient gives (hif4.md §2: the
+    // And it is what the bf16 RNE of the fp32 quotient gives (docs/spec/hif4.md §2: the
     // two roundings do not interact for these mantissas).
     const float fp32_quotient = 1.0f / fp4emu::e6m2_decode(static_cast<uint8_t>(c));
     ASSERT_EQ(got, fp4emu::bf16_rne(fp32_quotient)) << "code 0x" << std::hex << c;

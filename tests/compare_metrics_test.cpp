@@ -1,4 +1,4 @@
-// The compare metrics (analysis.md §8.3) against independent computations:
+// The compare metrics (docs/analysis.md §5) against independent computations:
 // plain double loops written here, and for saturation an MXFP4-OCP oracle
 // from the OCP closed form plus the specs' worked examples.
 #include <gtest/gtest.h>
@@ -144,7 +144,7 @@ TEST(CompareMetrics, DegenerateTensors) {
   EXPECT_EQ(from_zero.cosine(), 0.0);
 }
 
-// MXFP4 OCP (mxfp4.md §4.1): X = 2^(floor(log2 amax) - 2); an element is
+// MXFP4 OCP (docs/spec/mxfp4.md §4.1): X = 2^(floor(log2 amax) - 2); an element is
 // clipped when |x| / X > 6. Blocks along the last axis, zero-padded.
 int64_t mxfp4_ocp_saturated(const std::vector<float>& x, int64_t rows, int64_t len) {
   int64_t n = 0;
@@ -184,19 +184,19 @@ TEST(CompareMetrics, SaturationMatchesTheOcpOracle) {
 }
 
 TEST(CompareMetrics, SaturationOnTheWorkedExamples) {
-  // hif4.md EX4: 7.875 rounds to q = 8, clamped to 7 -> 7.0 (saturated); 1.0 is exact.
+  // docs/spec/hif4.md §8 EX4: 7.875 rounds to q = 8, clamped to 7 -> 7.0 (saturated); 1.0 is exact.
   std::vector<float> hif4(64, 0.0f);
   hif4[0] = 7.875f;
   hif4[1] = 1.0f;
   EXPECT_EQ(*compare_recipe(tensor({1, 64}, hif4), InputDType::f32, *find_recipe("hif4.v14"), {}).stats.saturated, 1);
-  // mxfp4.md EX-M2: 7 -> 6 (clipped), -5.5 -> -6 (rounded up in magnitude: not clipped).
+  // docs/spec/mxfp4.md §8 EX-M2: 7 -> 6 (clipped), -5.5 -> -6 (rounded up in magnitude: not clipped).
   std::vector<float> mx(32, 0.0f);
   mx[0] = 7.0f;
   mx[1] = -5.5f;
   mx[2] = 1.0f;
   EXPECT_EQ(*compare_recipe(tensor({1, 32}, mx), InputDType::f32, *find_recipe("mxfp4.ocp"), {}).stats.saturated, 1);
   EXPECT_EQ(*compare_recipe(tensor({1, 32}, mx), InputDType::f32, *find_recipe("mxfp4.rceil"), {}).stats.saturated, 0);
-  // NVFP4 TE with tensor amax 2688 = 6 * 448, so S_enc = 1 (nvfp4.md §2.2):
+  // NVFP4 TE with tensor amax 2688 = 6 * 448, so S_enc = 1 (docs/spec/nvfp4.md §2.2):
   // block 1: s = e4m3(6.3 / 6 = 1.05) = 1.0, 6.3 -> 6 (clipped);
   // block 2: s = e4m3(1.1) = 1.125, 6.6 -> 6.75 (not clipped).
   std::vector<float> nv(48, 0.0f);

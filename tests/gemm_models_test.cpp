@@ -45,7 +45,7 @@ struct ExactMatrix {
   double at(int64_t r, int64_t kk) const { return v[r * k + kk]; }
 };
 
-// Element code kk of a packed row (packed_tensor.hpp, mxfp4.md §6.1).
+// Element code kk of a packed row (packed_tensor.hpp, docs/spec/mxfp4.md §6.1).
 uint32_t code_at(const PackedTensor& p, int64_t row, int64_t kk) {
   const uint8_t* bytes = p.codes.data() + row * (p.padded_len / 2);
   switch (p.nibble_order) {
@@ -60,7 +60,7 @@ uint32_t code_at(const PackedTensor& p, int64_t row, int64_t kk) {
   return 0;
 }
 
-// hif4.md §5.2: bit g of the L2 byte (1) or of the L3 bytes (2, 3).
+// docs/spec/hif4.md §5.2: bit g of the L2 byte (1) or of the L3 bytes (2, 3).
 int hif4_bit(const uint8_t* word, int byte, int g, ScaleBitOrder order) {
   const int bit = order == ScaleBitOrder::lsb_first ? g % 8 : 7 - g % 8;
   return (word[byte + g / 8] >> bit) & 1;
@@ -79,13 +79,13 @@ ExactMatrix oracle_values(const PackedTensor& p) {
       const uint32_t c = code_at(p, r, kk);
       double v = kNaN;
       switch (p.format) {
-        case Format::mxfp4:  // mxfp4.md §0: e2m1 · 2^(c-127), 0xFF NaN
+        case Format::mxfp4:  // docs/spec/mxfp4.md §0: e2m1 · 2^(c-127), 0xFF NaN
           v = oracle::oracle_decode(oracle::e2m1(), c) * oracle::oracle_decode(oracle::e8m0(), s[0]);
           break;
-        case Format::nvfp4:  // nvfp4.md §0 without S_dec (applied by alpha'): e2m1 · ue4m3
+        case Format::nvfp4:  // docs/spec/nvfp4.md §0 without S_dec (applied by alpha'): e2m1 · ue4m3
           v = oracle::oracle_decode(oracle::e2m1(), c) * oracle::oracle_decode(oracle::ue4m3(), s[0] & 0x7F);
           break;
-        case Format::hif4: {  // hif4.md §4: s1p2 · 2^(b+c) · E6M2
+        case Format::hif4: {  // docs/spec/hif4.md §4: s1p2 · 2^(b+c) · E6M2
           const int j = static_cast<int>(kk % 64);
           const int e = hif4_bit(s, 1, j / 8, p.scale_bit_order) + hif4_bit(s, 2, j / 4, p.scale_bit_order);
           v = oracle::oracle_decode(oracle::s1p2(), c) * std::ldexp(1.0, e) *
@@ -173,7 +173,7 @@ float oracle_model(GemmModel model, const ExactMatrix& a, int64_t i, const Exact
   return 0.0f;
 }
 
-// nvfp4.md §7.1 (TE): fp32(fp32(fp32(alpha·G_A)·G_B)·fp32(1/(36·448·448))),
+// docs/spec/nvfp4.md §7.1 (TE): fp32(fp32(fp32(alpha·G_A)·G_B)·fp32(1/(36·448·448))),
 // written out here from the spec text.
 float te_alpha(float alpha, float ga, float gb, float ma = 448.0f, float mb = 448.0f) {
   const float constant = static_cast<float>(1.0 / (36.0 * static_cast<double>(ma) * mb));
@@ -293,7 +293,7 @@ TEST(GemmOracle, MpfrRoundsToFp32WithSubnormalsAndOverflow) {
 }
 
 TEST(GemmOracle, TeAlphaMatchesTheSpecExample) {
-  // nvfp4.md §7.1: G_A = 1000, G_B = 10 gives 0.00138401717 (not S_dec,A·S_dec,B).
+  // docs/spec/nvfp4.md §7.1: G_A = 1000, G_B = 10 gives 0.00138401717 (not S_dec,A·S_dec,B).
   EXPECT_NEAR(te_alpha(1.0f, 1000.0f, 10.0f), 0.00138401717, 5e-12);
   // The constant is the correctly rounded fp32(1/(36·448²)).
   Mpfr q(256);

@@ -200,7 +200,7 @@ TEST(GoldenSuite, NanScaleBlocksAreListedAndDecodeToNan) {
     const std::string id = std::string(r) + "/special";
     const json& c = case_of(m, id);
     // NaN poisons MX and HiF4 blocks; NVFP4 te's fmaxf amax drops NaN
-    // (nvfp4.md §4.1), so its blocks keep a finite scale.
+    // (docs/spec/nvfp4.md §4.1), so its blocks keep a finite scale.
     if (std::string(r).rfind("nvfp4", 0) != 0) {
       ASSERT_FALSE(c["nan_scale_blocks"].empty()) << id << ": NaN inputs should give NaN-scale blocks";
     }
@@ -217,8 +217,8 @@ TEST(GoldenSuite, NanScaleBlocksAreListedAndDecodeToNan) {
   }
 }
 
-// An independent decoder, written from the format definitions (mxfp4.md §0,
-// nvfp4.md §0, hif4.md §4), applied to every case of the checked-in suite:
+// An independent decoder, written from the format definitions (docs/spec/mxfp4.md §0,
+// docs/spec/nvfp4.md §0, docs/spec/hif4.md §4), applied to every case of the checked-in suite:
 // dequant.npy must be what codes.npy and scales.npy (and global_scale.npy)
 // say, element by element. This catches a generator that writes arrays out
 // of order or mislabels a layout.

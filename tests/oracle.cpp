@@ -20,20 +20,20 @@ double pow2(int e) { return std::ldexp(1.0, e); }
 
 // ---- Decoders, one per format, from the spec tables ------------------------
 
-// mxfp4.md §1.1: literal table.
+// docs/spec/mxfp4.md §1.1: literal table.
 double decode_e2m1(uint32_t c) {
   static constexpr double kMag[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
   const double m = kMag[c & 7];
   return (c & 8) ? -m : m;
 }
 
-// hif4.md §1: magnitude q/4.
+// docs/spec/hif4.md §1: magnitude q/4.
 double decode_s1p2(uint32_t c) {
   const double m = static_cast<double>(c & 7) / 4.0;
   return (c & 8) ? -m : m;
 }
 
-// nvfp4.md §2.1: E==0: m*2^-9; else (1+m/8)*2^(E-7); 0x7F/0xFF NaN.
+// docs/spec/nvfp4.md §2.1: E==0: m*2^-9; else (1+m/8)*2^(E-7); 0x7F/0xFF NaN.
 double decode_e4m3(uint32_t c) {
   if ((c & 0x7F) == 0x7F) return kNaN;
   const uint32_t e = (c >> 3) & 0xF;
@@ -44,10 +44,10 @@ double decode_e4m3(uint32_t c) {
 
 double decode_ue4m3(uint32_t c) { return decode_e4m3(c & 0x7F); }
 
-// mxfp4.md §2: 2^(c-127), 0xFF NaN.
+// docs/spec/mxfp4.md §2: 2^(c-127), 0xFF NaN.
 double decode_e8m0(uint32_t c) { return c == 0xFF ? kNaN : pow2(static_cast<int>(c) - 127); }
 
-// hif4.md §2: 2^(E-50)*(4+M), 0xFF NaN.
+// docs/spec/hif4.md §2: 2^(E-50)*(4+M), 0xFF NaN.
 double decode_e6m2(uint32_t c) {
   if (c == 0xFF) return kNaN;
   return (4.0 + (c & 3)) * pow2(static_cast<int>(c >> 2) - 50);

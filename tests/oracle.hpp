@@ -3,8 +3,8 @@
 // obvious, sharing no code with src/codec.
 //
 // Each format is a list of its representable values, built by decoding every
-// code with a decoder written from the spec tables (mxfp4.md §1.1, §2;
-// nvfp4.md §2.1; hif4.md §1, §2), sorted, and searched. Rounding an input is
+// code with a decoder written from the spec tables (docs/spec/mxfp4.md §1.1, §2;
+// docs/spec/nvfp4.md §2.1; docs/spec/hif4.md §1, §2), sorted, and searched. Rounding an input is
 // a binary search for its two neighbours on that grid plus exact comparisons
 // in double: every fp32/bf16/fp16 input is a double, and the midpoint of two
 // neighbouring values of these formats (at most 11 significant bits) is exact

@@ -1,4 +1,4 @@
-// Rollout-ResQ (analysis.md §2): the library's sums against the pipeline
+// Rollout-ResQ (docs/analysis.md §3): the library's sums against the pipeline
 // written out with plain loops and a brute-force 2:4 mask; then the
 // synthetic targets of §6.1 and the robust conclusions of §6.4.
 #include <gtest/gtest.h>

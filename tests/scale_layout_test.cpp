@@ -1,7 +1,7 @@
 // Kernel-ready scale layouts: the 128x4 swizzle against the spec's worked
 // offsets and against a literal transcription of torchao's `to_blocked`
 // (view / permute / reshape on a strided array, written here the way torch
-// evaluates it); the HiF4 Cube layout against hif4.md §5.3's description
+// evaluates it); the HiF4 Cube layout against docs/spec/hif4.md §5.3's description
 // written as a reshape/permute sequence; and the packed-file round trip.
 #include <gtest/gtest.h>
 
@@ -100,7 +100,7 @@ std::vector<uint8_t> torchao_to_blocked(const std::vector<uint8_t>& input, int64
   return rearranged.flatten();
 }
 
-// hif4.md §5.3 as array operations: words [R', C] -> bytes [R'/16, 16, C, 4]
+// docs/spec/hif4.md §5.3 as array operations: words [R', C] -> bytes [R'/16, 16, C, 4]
 // -> cells [R'/16, C, 16 rows, 4 bytes] -> split the 4 bytes into two pairs
 // and put the pair index before the row: [R'/16, C, 2, 16, 2].
 std::vector<uint8_t> spec_hif4_cube(const std::vector<uint8_t>& words_le, int64_t rows, int64_t cols) {
@@ -121,11 +121,11 @@ std::vector<uint8_t> distinct_bytes(int64_t n, int salt) {
 }
 
 TEST(ScaleLayout, SpecWorkedOffsets) {
-  // mxfp4.md §6.3 examples, C' = 8.
+  // docs/spec/mxfp4.md §6.3 examples, C' = 8.
   EXPECT_EQ(swizzle_128x4_offset(5, 2, 8), 82);
   EXPECT_EQ(swizzle_128x4_offset(37, 1, 8), 85);
   EXPECT_EQ(swizzle_128x4_offset(130, 5, 8), 1569);
-  // nvfp4.md EX-N9: M = 256, K = 128 -> scales [256, 8]; row 130, block 5.
+  // docs/spec/nvfp4.md §8 EX-N9: M = 256, K = 128 -> scales [256, 8]; row 130, block 5.
   const Swizzle128x4Dims d = swizzle_128x4_dims(256, 128 / 16);
   EXPECT_EQ(d.padded_rows, 256);
   EXPECT_EQ(d.padded_cols, 8);
@@ -148,7 +148,7 @@ TEST(ScaleLayout, Swizzle128x4BatchesMatricesOneAfterAnother) {
   const std::vector<uint8_t> linear = distinct_bytes(batch * rows * cols, 7);
   const std::vector<uint8_t> ours = swizzle_128x4(linear, {batch, rows, cols});
   std::vector<uint8_t> expected;
-  for (int64_t l = 0; l < batch; ++l) {  // mxfp4.md §6.3 step 3: + l * R' * C'
+  for (int64_t l = 0; l < batch; ++l) {  // docs/spec/mxfp4.md §6.3 step 3: + l * R' * C'
     const std::vector<uint8_t> one(linear.begin() + l * rows * cols, linear.begin() + (l + 1) * rows * cols);
     const std::vector<uint8_t> b = torchao_to_blocked(one, rows, cols);
     expected.insert(expected.end(), b.begin(), b.end());

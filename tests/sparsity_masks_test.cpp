@@ -1,5 +1,5 @@
 // Sparsity masks: each pattern checked against the definition of
-// analysis.md §2.2-2.3 written as a property (the kept set is the right size
+// docs/analysis.md §3.2 written as a property (the kept set is the right size
 // and no dropped element outranks a kept one, ties to the lower index), on
 // random and tie-heavy data, plus hand-made examples.
 #include <gtest/gtest.h>
@@ -177,7 +177,7 @@ TEST(SparsityPatterns, NamesAliasesAndErrors) {
   EXPECT_EQ(kept_count(0.5, 6), 3);
 }
 
-// analysis.md §4: FP4 alone 4x, dense residual 2x, 2:4 residual 2.67x.
+// docs/analysis.md §3.4: FP4 alone 4x, dense residual 2x, 2:4 residual 2.67x.
 TEST(SparsityCostModel, SpeedupsOfThePaper) {
   EXPECT_DOUBLE_EQ(speedup_vs_fp16(parse_pattern("none")), 4.0);
   EXPECT_DOUBLE_EQ(speedup_vs_fp16(parse_pattern("dense")), 2.0);

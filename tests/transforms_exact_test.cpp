@@ -1,4 +1,4 @@
-// Transforms (analysis.md §3): RHT against an explicitly built Sylvester
+// Transforms (docs/analysis.md §4): RHT against an explicitly built Sylvester
 // matrix, exact inversion where the arithmetic allows it, X'W'^T = XW^T for
 // RHT and SmoothQuant, OCC's clamp + compensation = X exactly.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The synthetic sanity targets of analysis.md §6.1-6.3 (computed there by an
+// The synthetic sanity targets of docs/analysis.md §6 (computed there by an
 // independent pure-Python script on its own generator). The tolerances allow
 // for the different random streams: QSNR to about 0.15 dB, UR to about one
 // percentage point (the targets are given to the nearest percent).

@@ -19,7 +19,7 @@ namespace {
 // made it (the tool version is left out: it would change the bundled bytes).
 constexpr const char* kGeneratorVersion = "1";
 
-constexpr double kHotMin = 20.0, kHotMax = 100.0;  // hot channels, x body rms (analysis.md §7.3 G2)
+constexpr double kHotMin = 20.0, kHotMax = 100.0;  // hot channels, x body rms (sample.hpp, G2)
 constexpr int64_t kMassiveDims = 2;                // "1-2 fixed dimensions" (§7.3 G3)
 constexpr double kMassivePostNorm = 200.0;         // token 0 of qkv_in / gateup_in, x body rms
 constexpr double kMassiveDown = 2000.0;            // token 0 of down_in, x body rms

@@ -1,4 +1,4 @@
-// Sparsity masks (sparsity.hpp, analysis.md §2.2-2.3).
+// Sparsity masks (sparsity.hpp, docs/analysis.md §3.2).
 #include "fp4emu/analysis/sparsity.hpp"
 
 #include <fmt/format.h>
@@ -63,7 +63,7 @@ SparsityPattern parse_pattern(std::string_view text, double default_density, uin
                                    default_density, text));
   };
   std::string_view t = text;
-  // analysis.md §8.2 spellings.
+  // docs/analysis.md §3 spellings.
   if (t == "chan50") t = "channel50";
   else if (t == "tok50") t = "row50";
   else if (t == "top50") t = "unstructured50";

@@ -1,4 +1,4 @@
-// Transforms applied before quantization (transforms.hpp, analysis.md §3).
+// Transforms applied before quantization (transforms.hpp, docs/analysis.md §4).
 #include "fp4emu/analysis/transforms.hpp"
 
 #include <fmt/format.h>
@@ -36,7 +36,7 @@ double SplitMix64::gaussian() {
 // ---------------------------------------------------------------- RHT ------
 namespace {
 
-// analysis.md §3.2: TransformerEngine's nvfp4_tensor.py sign vector.
+// docs/analysis.md §4.1: TransformerEngine's nvfp4_tensor.py sign vector.
 constexpr double kTeSigns[16] = {+1, +1, +1, -1, +1, -1, -1, -1, -1, -1, -1, +1, -1, +1, -1, -1};
 
 bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }

@@ -1,4 +1,4 @@
-// Underflow statistics (underflow.hpp, analysis.md §1.2).
+// Underflow statistics (underflow.hpp, docs/analysis.md §2.1).
 #include "fp4emu/analysis/underflow.hpp"
 
 #include <fmt/format.h>

@@ -11,12 +11,12 @@ namespace fp4emu::gemm_detail {
 // ---- Scalar forms: one output C[i, j] = Σ_k A[i, k]·B[k, j] -----------------
 // `a` row i and `b` row j (a column of B) run along k.
 
-// mxfp4.md §7.4 (1): the exact sum of every product, rounded once.
+// docs/spec/mxfp4.md §7.4 (1): the exact sum of every product, rounded once.
 float exact_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
-// mxfp4.md §7.4 (2), (3): steps of `block · blocks_per_step` elements summed
+// docs/spec/mxfp4.md §7.4 (2), (3): steps of `block · blocks_per_step` elements summed
 // exactly and rounded to fp32, added into an fp32 accumulator in increasing k.
 float block_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j, int block, int blocks_per_step);
-// mxfp4.md §7.4 (4): acc = fma(a'_k, b'_k, acc) in increasing k.
+// docs/spec/mxfp4.md §7.4 (4): acc = fma(a'_k, b'_k, acc) in increasing k.
 float fma_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
 
 // ---- Fast forms (write C, m×n row-major, before the epilogue) -------------

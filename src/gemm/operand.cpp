@@ -179,7 +179,7 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side) {
       if (p.format != Format::hif4) {
         for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
       } else {
-        // hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
+        // docs/spec/hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
         for (int j = 0; j < count; ++j)
           block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
                                            (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));

@@ -12,7 +12,7 @@ namespace {
 
 // The exact value of one operand element: N·unit (packed) or the fp32 value
 // (dense), or an IEEE special. A NaN block makes each of its elements NaN
-// (mxfp4.md §7.4: a NaN scale poisons its products).
+// (docs/spec/mxfp4.md §7.4: a NaN scale poisons its products).
 struct ExactElement {
   enum Kind : uint8_t { finite, nan, inf } kind = finite;
   bool negative = false;  // the sign bit (for zeros too)

@@ -144,7 +144,7 @@ QuantOptions golden_options(const Recipe& recipe, InputDType dtype) {
   o.axis = -1;
   o.input_dtype = dtype;
   // Golden vectors come from the scalar reference, never the fast path
-  // (DESIGN.md §1): a fast-path bug cannot leak into them.
+  // (docs/architecture.md §1): a fast-path bug cannot leak into them.
   o.impl = Impl::reference;
   return o;
 }
@@ -255,7 +255,7 @@ CaseSpec edge_case(const Recipe& r, const QuantOptions& o, std::string name, std
 
 // The options of an edge case. NVFP4 edge cases fix the per-tensor amax so
 // that every block sees the same tensor scale whatever the other blocks hold:
-// G = 2688 = 6 * 448 gives S_enc = S_dec = 1 (nvfp4.md EX-N1).
+// G = 2688 = 6 * 448 gives S_enc = S_dec = 1 (docs/spec/nvfp4.md §8 EX-N1).
 QuantOptions edge_options(const Recipe& r, InputDType dtype, float nv_global = 2688.0f) {
   QuantOptions o = golden_options(r, dtype);
   if (r.format == Format::nvfp4) o.global_amax = nv_global;
@@ -329,7 +329,7 @@ Template make_template(const Recipe& r, float a, size_t variant, const InputGrid
       if (p != p0) t.slots.push_back({p, p0});
     return t;
   }
-  // HiF4 (hif4.md §3): one anchor per 4-group. The L2 group j takes pattern
+  // HiF4 (docs/spec/hif4.md §3): one anchor per 4-group. The L2 group j takes pattern
   // (j + variant) % 4: both 4-groups at a, both at a/2, both at a/4, or a/2
   // then a/4, so the free slots see several (b, c) bit combinations.
   static constexpr double kGroupScale[4][2] = {{1.0, 1.0}, {0.5, 0.5}, {0.25, 0.25}, {0.5, 0.25}};

@@ -62,7 +62,7 @@ ScaleMatrix scale_matrix(const PackedTensor& p) {
 
 Swizzle128x4Dims swizzle_128x4_dims(int64_t rows, int64_t cols) { return {round_up(rows, 128), round_up(cols, 4)}; }
 
-// mxfp4.md §6.3 step 2: byte order inside a tile is [r mod 32][(r mod 128) div 32][c mod 4].
+// docs/spec/mxfp4.md §6.3 step 2: byte order inside a tile is [r mod 32][(r mod 128) div 32][c mod 4].
 int64_t swizzle_128x4_offset(int64_t r, int64_t c, int64_t padded_cols) {
   return ((r / 128) * (padded_cols / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
 }
@@ -95,7 +95,7 @@ std::vector<uint8_t> unswizzle_128x4(std::span<const uint8_t> swizzled, const Sc
 
 int64_t hif4_cube_padded_rows(int64_t rows) { return round_up(rows, kHif4CubeRows); }
 
-// hif4.md §5.3: cell (r/16, c) of 64 bytes; the first 32 bytes pair (E6M2, L2)
+// docs/spec/hif4.md §5.3: cell (r/16, c) of 64 bytes; the first 32 bytes pair (E6M2, L2)
 // row by row, the last 32 pair (L3 low, L3 high).
 int64_t hif4_cube_offset(int64_t r, int64_t c, int b, int64_t cols) {
   const int64_t cell = (r / kHif4CubeRows) * cols + c;

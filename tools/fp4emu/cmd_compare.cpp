@@ -1,5 +1,5 @@
 // `fp4emu compare FILE`: how much each format/recipe loses on each tensor of
-// an activation dump (analysis.md §8.3), with totals pooled over tensors.
+// an activation dump (docs/analysis.md §5), with totals pooled over tensors.
 // Tensors are read one at a time (memory-mapped), so the memory needed is
 // that of the largest selected tensor, not of the file.
 #include <fmt/format.h>

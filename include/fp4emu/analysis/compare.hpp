@@ -1,5 +1,5 @@
 #pragma once
-// Format comparison (analysis.md §8.3): fake-quantize one tensor with each
+// Format comparison (docs/analysis.md §5): fake-quantize one tensor with each
 // recipe and measure what it loses. The CLI (`fp4emu compare`) drives it one
 // tensor at a time and pools the results over tensors.
 #include <cstdint>
@@ -59,7 +59,7 @@ int64_t count_saturated(const Tensor& x, std::span<const float> quantized,
 double bits_per_element(const Recipe& recipe, const std::vector<int64_t>& shape, int axis);
 
 // Pooled results of one recipe over several tensors: the ratio of sums
-// (stats) and the mean of the per-tensor QSNRs in dB (analysis.md §2.4).
+// (stats) and the mean of the per-tensor QSNRs in dB (docs/analysis.md §3.3).
 struct PooledResult {
   const Recipe* recipe = nullptr;
   ErrorStats stats;

@@ -1,5 +1,5 @@
 #pragma once
-// Error metrics of a fake-quantized tensor against its input (analysis.md
+// Error metrics of a fake-quantized tensor against its input (docs/analysis.md
 // §1.2, §8.3). Sums are accumulated in double, element by element in index
 // order, so the same input gives the same numbers on every machine.
 //
@@ -50,7 +50,7 @@ struct ErrorStats {
   int64_t nonfinite() const { return nan_in + inf_in + nonfinite_out; }
 
   // Pools another tensor's statistics into these (sums of numerators and
-  // denominators: the "ratio of sums" aggregate of analysis.md §2.4).
+  // denominators: the "ratio of sums" aggregate of docs/analysis.md §3.3).
   void merge(const ErrorStats& other);
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // Rollout-ResQ: a quantized residual, sparsified, added back to the quantized
-// activation (analysis.md §2). For activations X (m x d) and weights W (n x d):
+// activation (docs/analysis.md §3). For activations X (m x d) and weights W (n x d):
 //
 //   X^ = Q(X) + S(Q(X - Q(X))),   Y^ = X^ Q(W)^T
 //
@@ -23,7 +23,7 @@
 namespace fp4emu::analysis {
 
 enum class ResqOrder : uint8_t {
-  qs,  // S(Q(dX)): quantize the residual densely, then prune (analysis.md §2.1)
+  qs,  // S(Q(dX)): quantize the residual densely, then prune (docs/analysis.md §3.1)
   sq,  // Q(S(dX)): prune, then quantize the kept values
 };
 
@@ -45,7 +45,7 @@ struct ResqSums {
   void add(const ResqSums& o);
 };
 
-// The cost model of analysis.md §4: C / (m d n) in FP16-equivalent FLOPs,
+// The cost model of docs/analysis.md §3.4: C / (m d n) in FP16-equivalent FLOPs,
 // C = (2 m d n / r4) (1 + rho / r_s), r4 = 4 (FP4 throughput over FP16),
 // rho = 1 with a residual GEMM (0 for `none`), r_s = sparse_speedup().
 // The quantize, residual and gather passes are not modelled.
@@ -104,7 +104,7 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x, const Tens
 // not have d columns.
 std::optional<Tensor> find_weights(const Dump& weights, std::string_view activation_name, int64_t d);
 
-// Seeded synthetic weights N(0, 1/d), n x d (analysis.md §8.2), rounded to fp32.
+// Seeded synthetic weights N(0, 1/d), n x d (docs/analysis.md §3), rounded to fp32.
 Tensor synthetic_weights(int64_t n, int64_t d, uint64_t seed);
 
 }  // namespace fp4emu::analysis

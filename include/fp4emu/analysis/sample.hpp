@@ -1,6 +1,6 @@
 #pragma once
 // Seeded synthetic activation dumps that look like an LLM's linear-layer
-// inputs (analysis.md §1.3, §7.3): per layer the four distinct activation
+// inputs (docs/analysis.md §1): per layer the four distinct activation
 // tensors, in BF16, named as vLLM names its fused projections:
 //
 //   kind       tensor name                                  shape
@@ -9,7 +9,7 @@
 //   gateup_in  model.layers.{i}.mlp.gate_up_proj.input      [tokens, hidden]
 //   down_in    model.layers.{i}.mlp.down_proj.input         [tokens, intermediate]
 //
-// What each kind holds (the generator of analysis.md §7.3 it follows):
+// What each kind holds:
 //   qkv_in, gateup_in (G2, post-RMSNorm): Student-t (nu = 6, unit variance)
 //     body times a per-channel lognormal scale (sigma 0.5); `outliers`
 //     persistent hot channels, the same dims and signs in every layer, at

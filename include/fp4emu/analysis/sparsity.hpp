@@ -1,5 +1,5 @@
 #pragma once
-// Sparsity patterns S for the Rollout-ResQ study (analysis.md §2.2-2.3),
+// Sparsity patterns S for the Rollout-ResQ study (docs/analysis.md §3.2),
 // applied to an m x d matrix (tokens x reduction axis, row-major). Every
 // pattern keeps the largest magnitudes it is allowed to keep and resolves
 // exact ties toward the lower index (within a group, or the lower column,
@@ -34,7 +34,7 @@ struct SparsityPattern {
 //   none | dense | N:M (1 <= N < M <= 16) |
 //   channelP | rowP | unstructuredP | randomP   (P = kept percent, 1..99) |
 //   channel | row | unstructured | random | blockRxC  (kept fraction = default_density)
-// plus the spellings of analysis.md §8.2: chan50, tok50, top50, rand50, blk:RxC.
+// plus the spellings of docs/analysis.md §3: chan50, tok50, top50, rand50, blk:RxC.
 // InputError names the text and lists what is accepted.
 SparsityPattern parse_pattern(std::string_view text, double default_density = 0.5, uint64_t seed = 0);
 
@@ -51,7 +51,7 @@ std::vector<uint8_t> sparsity_mask(const SparsityPattern& pattern, std::span<con
                                    int64_t cols);
 
 // The relative speed-up r_s of the sparse residual GEMM in the cost model
-// (analysis.md §4): 2 for the hardware patterns 2:4 and 4:8 (sparse tensor
+// (docs/analysis.md §3.4): 2 for the hardware patterns 2:4 and 4:8 (sparse tensor
 // cores; cuSPARSELt runs e2m1 as paired 4:8), 1/density for channel, row
 // and block patterns (a gathered or ideal block-sparse dense GEMM), 1 for
 // dense, other N:M, unstructured and random (no hardware speed-up assumed).

@@ -1,6 +1,6 @@
 #pragma once
 // Outlier-handling transforms applied before quantization, as baselines for
-// the studies (analysis.md §3): the random Hadamard transform (RHT),
+// the studies (docs/analysis.md §4): the random Hadamard transform (RHT),
 // SmoothQuant and OCC (outlier clamping and compensation). Activations are
 // m x d (tokens x input features), weights n x d; d is the reduction axis.
 //
@@ -22,7 +22,7 @@ namespace fp4emu::analysis {
 
 // Seeded generator for everything random in the studies (RHT signs, random
 // masks, synthetic weights): SplitMix64, so results are the same on every
-// machine (analysis.md §7.2).
+// machine.
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
@@ -44,7 +44,7 @@ enum class RhtSigns : uint8_t {
   te,      // TransformerEngine's fixed 16-entry vector (size 16 only)
 };
 
-// The sign vector D of length `size` (analysis.md §3.2).
+// The sign vector D of length `size` (docs/analysis.md §4.1).
 std::vector<double> rht_signs(RhtSigns kind, int size, uint64_t seed);
 // TransformerEngine's HADAMARD_DIMENSION = 16 sign vector.
 std::span<const double> te_rht_signs();
@@ -58,7 +58,7 @@ void rht_inverse(std::span<double> x, int64_t cols, std::span<const double> sign
 
 // ---------------------------------------------------------- SmoothQuant ----
 // s_j = max_t |X_tj|^alpha / max_i |W_ij|^(1-alpha), floored and capped to
-// [1e-5, 1e5] so zero or denormal channels stay finite (analysis.md §3.1).
+// [1e-5, 1e5] so zero or denormal channels stay finite (docs/analysis.md §4.2).
 // `x` is the calibration activation (the same tensor for the oracle mode, an
 // earlier dump for the stale mode).
 std::vector<double> smoothquant_scales(const Tensor& x, const Tensor& w, double alpha);

@@ -1,6 +1,6 @@
 #pragma once
 // Fake-quant GEMM C = Q(A) · Q(B) with named accumulation models
-// (mxfp4.md §7.4, nvfp4.md §7.3, hif4.md §4 fixed-point view; docs/gemm.md
+// (docs/spec/mxfp4.md §7.4, docs/spec/nvfp4.md §7.3, docs/spec/hif4.md §4 fixed-point view; docs/gemm.md
 // says exactly what each model computes).
 //
 // The GEMM consumes the packed form, as a kernel does: element codes and block
@@ -12,8 +12,8 @@
 // Every model reads element k of a block as an integer N_k times the block's
 // unit u (the value of N = 1): MXFP4/NVFP4 N = 2·e2m1 ∈ [−12, 12], u = scale/2;
 // HiF4 N = q·2^(b+c) ∈ [−28, 28], u = E6M2/4. A block dot product of two
-// packed operands is an integer times u_a·u_b, exact in fp32 (mxfp4.md §7.2,
-// nvfp4.md §7.2).
+// packed operands is an integer times u_a·u_b, exact in fp32 (docs/spec/mxfp4.md §7.2,
+// docs/spec/nvfp4.md §7.2).
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -84,7 +84,7 @@ inline constexpr uint32_t kGemmNaNBits = 0x7FFFFFFFu;
 Tensor gemm(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options);
 
 // The epilogue multiplier alpha', or nullopt when there is none (no alpha and
-// no NVFP4 per-tensor scale). nvfp4.md §7.1/§7.3:
+// no NVFP4 per-tensor scale). docs/spec/nvfp4.md §7.1/§7.3:
 // - both operands TE-family NVFP4 (nvfp4.te, te_2d, te_4over6): TE's formula
 //   fp32(fp32(fp32(alpha·G_A)·G_B)·fp32(1/(36·M_A·M_B))), M = 448 (256 for
 //   4over6), taken literally (G = 0 gives 0; Inf and NaN propagate);

@@ -1,5 +1,5 @@
 #pragma once
-// Golden-vector suites (DESIGN.md §7; the format is documented in
+// Golden-vector suites (docs/architecture.md §8; the format is documented in
 // golden/README.md). `generate_suite` and `verify_suite` share nothing but the
 // suite on disk: the generator writes manifest.json, SHA256SUMS and the .npy
 // arrays; the verifier reads them back and compares a kernel's outputs.

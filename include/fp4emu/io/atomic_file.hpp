@@ -1,5 +1,5 @@
 #pragma once
-// Output files are written whole or not at all (DESIGN.md §5): the bytes go
+// Output files are written whole or not at all (docs/architecture.md §7): the bytes go
 // to "<name>.tmp.<pid>.<random>" in the destination's directory, are fsynced,
 // and the temporary is renamed over the destination. A reader sees the old
 // file or the complete new one, never a partial write; a failed run leaves

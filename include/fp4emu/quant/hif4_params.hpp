@@ -1,5 +1,5 @@
 #pragma once
-// Recipe parameters of HiF4 (hif4.md §6). Data only: the reference quantizer
+// Recipe parameters of HiF4 (docs/spec/hif4.md §6). Data only: the reference quantizer
 // (src/quant/reference/hif4.cpp) reads these; no recipe has its own code path
 // beyond what these fields select.
 #include <cstdint>
@@ -31,7 +31,7 @@ enum class Hif4ScaleRange : uint8_t {
   saturate_e6m2,
 };
 
-// Non-finite inputs (hif4.md §6.1 "Special inputs", §6.3, §6.4, §10.5).
+// Non-finite inputs (docs/spec/hif4.md §6.1 "Special inputs", §6.3, §6.4, §10.5).
 enum class NonFinitePolicy : uint8_t {
   // torch V14: NaN anywhere -> NaN block (scale 0xFF), its L2/L3 bits and
   // codes computed with the NaN lanes as +0; +-Inf acts as a huge value (the
@@ -45,7 +45,7 @@ enum class NonFinitePolicy : uint8_t {
   passthrough,
 };
 
-// Sign of a zero code (hif4.md §10.6).
+// Sign of a zero code (docs/spec/hif4.md §10.6).
 enum class ZeroSign : uint8_t {
   sign_bit,       // sign from the sign bit: -0.0 -> 0x8 (CUDA kernel)
   less_than_zero, // sign from v < 0: -0.0 -> 0x0 (NumPy, AMCT: v = x; A6 golden:

@@ -1,5 +1,5 @@
 #pragma once
-// Recipe parameters of MXFP4 (mxfp4.md §4, §5). Data only: the reference
+// Recipe parameters of MXFP4 (docs/spec/mxfp4.md §4, §5). Data only: the reference
 // quantizer (src/quant/reference/mxfp4.cpp) reads these fields; no recipe has
 // a code path of its own beyond what they select.
 #include <cstdint>

@@ -1,12 +1,12 @@
 #pragma once
-// Recipe parameters of NVFP4 (nvfp4.md §4). Data only: the reference quantizer
+// Recipe parameters of NVFP4 (docs/spec/nvfp4.md §4). Data only: the reference quantizer
 // (src/quant/reference/nvfp4.cpp) reads these.
 #include <cstdint>
 
 namespace fp4emu {
 
 // The library whose operation order the block-scale and element steps follow
-// (nvfp4.md §4.0 variant map). Each names a fixed sequence of fp32 operations,
+// (docs/spec/nvfp4.md §4.0 variant map). Each names a fixed sequence of fp32 operations,
 // written out step by step in nvfp4.cpp.
 enum class NvScaleRule : uint8_t {
   te,           // NVFP4_TE (§4.1); also NVFP4_TE_2D with tile_2d

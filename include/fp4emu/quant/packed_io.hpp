@@ -1,5 +1,5 @@
 #pragma once
-// PackedTensor on disk: a .safetensors file (DESIGN.md §5), readable without
+// PackedTensor on disk: a .safetensors file (docs/architecture.md §7), readable without
 // fp4emu. Tensors:
 //   codes   U8  [..., padded_len/2]  two 4-bit codes per byte, block axis last
 //   scales  U8  [..., blocks]        E8M0 (MXFP4) or UE4M3 (NVFP4) bytes

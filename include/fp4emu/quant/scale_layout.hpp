@@ -4,14 +4,14 @@
 // layouts below are pure byte permutations of that array, applied when a file
 // is written (packed_io, golden suites) and undone when it is read.
 //
-// - swizzled_128x4 (MXFP4, NVFP4; mxfp4.md §6.3, nvfp4.md §6.3): the Blackwell
+// - swizzled_128x4 (MXFP4, NVFP4; docs/spec/mxfp4.md §6.3, docs/spec/nvfp4.md §6.3): the Blackwell
 //   block-scaled GEMM layout of cuBLAS, CUTLASS, TE and torchao
 //   ("SWIZZLE_32_4_4"). Rows pad to a multiple of 128, scale columns to a
 //   multiple of 4, with zero bytes; each 512-byte tile holds 128 rows x 4
 //   scales, tiles ordered column-tile fastest:
 //     off(r, c) = ((r/128)*(C'/4) + c/4)*512 + (r%32)*16 + ((r%128)/32)*4 + c%4
 //   A batch of matrices adds l*R'*C'.
-// - hif4_cube (HiF4; hif4.md §5.3): the Ascend Cube "pre-fractalized" scale
+// - hif4_cube (HiF4; docs/spec/hif4.md §5.3): the Ascend Cube "pre-fractalized" scale
 //   layout of GEMM operands, HIF4_A_ZZ for A (rows = m) and HIF4_B_NN for B
 //   (rows = n; the [n, k/64] scale array of a K-major B). The spec gives both
 //   as [rows/16][k/64][64-byte cell]; inside a cell, bytes 0..31 hold the pair
