@@ -1,7 +1,7 @@
 // Tests of the HiF4 scalar reference (src/quant/reference/hif4.cpp) and its
 // recipe table, at block level.
 //
-// - Every worked example of hif4.md §8 with its exact scale word, codes, data
+// - Every worked example of docs/spec/hif4.md §8 with its exact scale word, codes, data
 //   bytes (packed low-nibble-first here) and decoded values, for each variant
 //   the example mentions.
 // - Properties per recipe: sign symmetry, zero / -0 / NaN / Inf / subnormal
@@ -78,7 +78,7 @@ Block block_of(std::initializer_list<float> head) {
   return b;
 }
 
-// Data plane, hif4.md §5.1: element 2i in bits 3..0, element 2i+1 in bits 7..4.
+// Data plane, docs/spec/hif4.md §5.1: element 2i in bits 3..0, element 2i+1 in bits 7..4.
 std::array<uint8_t, kN / 2> pack_low_first(const Codes& c) {
   std::array<uint8_t, kN / 2> bytes{};
   for (int i = 0; i < kN / 2; ++i) bytes[i] = static_cast<uint8_t>((c[2 * i] & 0xF) | ((c[2 * i + 1] & 0xF) << 4));
@@ -139,7 +139,7 @@ float bf16_oracle(float f) {
   return std::bit_cast<float>(u & 0xFFFF0000u);
 }
 
-// hif4.md §2: 2^(E-50) * (4 + M).
+// docs/spec/hif4.md §2: 2^(E-50) * (4 + M).
 double e6m2_value(int code) { return (4.0 + (code & 3)) * std::ldexp(1.0, (code >> 2) - 50); }
 
 // Nearest of the 255 finite E6M2 values, ties to the even code (RNE).
@@ -255,7 +255,7 @@ TEST(Hif4Recipes, AllSevenRegisteredWithTheirFields) {
   for (const Recipe& r : table) {
     EXPECT_EQ(r.format, fp4emu::Format::hif4) << r.id;
     EXPECT_FALSE(r.summary.empty()) << r.id;
-    EXPECT_TRUE(r.spec_ref.starts_with("hif4.md §6.")) << r.id;
+    EXPECT_TRUE(r.spec_ref.starts_with("docs/spec/hif4.md §6.")) << r.id;
     EXPECT_NE(r.allowed_roundings & fp4emu::rounding_bit(r.element_rounding), 0) << r.id;
     EXPECT_EQ(r.nibble_order, fp4emu::NibbleOrder::low_first) << r.id;
     EXPECT_FALSE(r.fake_quant_only) << r.id;
@@ -266,9 +266,10 @@ TEST(Hif4Recipes, AllSevenRegisteredWithTheirFields) {
   for (const char* id : kAllIds) EXPECT_NE(fp4emu::find_recipe(id), nullptr) << id;
 
   const std::pair<const char*, const char*> refs[] = {
-      {"hif4.v14", "hif4.md §6.1"},       {"hif4.v14_f64", "hif4.md §6.2"}, {"hif4.v14_noclip", "hif4.md §6.3"},
-      {"hif4.v14_special", "hif4.md §6.3"}, {"hif4.amct", "hif4.md §6.4"},    {"hif4.a6", "hif4.md §6.5"},
-      {"hif4.v12_pow2", "hif4.md §6.6"}};
+      {"hif4.v14", "docs/spec/hif4.md §6.1"},         {"hif4.v14_f64", "docs/spec/hif4.md §6.2"},
+      {"hif4.v14_noclip", "docs/spec/hif4.md §6.3"},  {"hif4.v14_special", "docs/spec/hif4.md §6.3"},
+      {"hif4.amct", "docs/spec/hif4.md §6.4"},        {"hif4.a6", "docs/spec/hif4.md §6.5"},
+      {"hif4.v12_pow2", "docs/spec/hif4.md §6.6"}};
   for (const auto& [id, spec] : refs) EXPECT_EQ(recipe(id).spec_ref, spec) << id;
   EXPECT_EQ(recipe("hif4.v14").element_rounding, Rounding::rha);
   EXPECT_EQ(recipe("hif4.a6").element_rounding, Rounding::rne);
@@ -293,7 +294,7 @@ TEST(Hif4Recipes, DisallowedRoundingIsRejected) {
 }
 
 // ================================================================================
-// hif4.md §8 worked examples
+// docs/spec/hif4.md §8 worked examples
 // ================================================================================
 
 const Block kEx1 = block_of({7.0f, -3.0f, 0.625f, 0.09375f, 0.875f, 0.3125f, -0.5625f, 0.0f, 1.5f, -2.5f, 0.25f,
@@ -481,7 +482,7 @@ TEST(Hif4WorkedExamples, Ex7ScaleDoubleRounding) {
 }
 
 // ================================================================================
-// E6M2 reciprocal (hif4.md §2) against integer long division
+// E6M2 reciprocal (docs/spec/hif4.md §2) against integer long division
 // ================================================================================
 
 TEST(Hif4Reciprocal, TableEqualsBf16OfExactReciprocalForAll255Codes) {
@@ -490,7 +491,7 @@ TEST(Hif4Reciprocal, TableEqualsBf16OfExactReciprocalForAll255Codes) {
     const double want = e6m2_reciprocal_oracle(code);
     EXPECT_EQ(static_cast<double>(r), want) << "code " << code;
     EXPECT_TRUE(fp4emu::is_bf16_exact(r)) << "code " << code;
-    // hif4.md §6.1 step 4: bf16(fp32(1/s)) gives the same (no double-rounding case).
+    // docs/spec/hif4.md §6.1 step 4: bf16(fp32(1/s)) gives the same (no double-rounding case).
     const float s = static_cast<float>(e6m2_value(code));
     EXPECT_EQ(bf16_oracle(1.0f / s), r) << "code " << code;
   }
@@ -503,7 +504,7 @@ TEST(Hif4Reciprocal, TableEqualsBf16OfExactReciprocalForAll255Codes) {
 }
 
 // ================================================================================
-// Scale word bit order (hif4.md §5.2)
+// Scale word bit order (docs/spec/hif4.md §5.2)
 // ================================================================================
 
 TEST(Hif4ScaleWord, BitOrderRoundTripAndMapping) {
@@ -573,13 +574,13 @@ TEST_P(Hif4RecipeProperties, AllZeroBlock) {
   const Quantized q = run(r(), Block{});
   const std::string id(GetParam());
   if (id == "hif4.v14_noclip") {
-    // hif4.md §6.3: log2(0) -> NaN block.
+    // docs/spec/hif4.md §6.3: log2(0) -> NaN block.
     EXPECT_EQ(q.word, 0x000000FFu);
     expect_nan_block(q);
     return;
   }
   if (id == "hif4.v12_pow2") {
-    // hif4.md §6.6 with tiny = 2^-45: e4 = -45, B = -47 clamped to -46 (byte 2),
+    // docs/spec/hif4.md §6.6 with tiny = 2^-45: e4 = -45, B = -47 clamped to -46 (byte 2),
     // b = clamp(-45 + 46 - 1) = 0, c = clamp(-45 + 46 - 0) = 1 for every group.
     EXPECT_EQ(q.word, 0xFFFF0002u);
   } else {
@@ -600,7 +601,7 @@ TEST_P(Hif4RecipeProperties, NegativeZeroBlock) {
     return;
   }
   EXPECT_EQ(q.word, run(r(), Block{}).word);
-  const int want_code = sign_bit_rule() ? 0x8 : 0x0;  // hif4.md §10.6
+  const int want_code = sign_bit_rule() ? 0x8 : 0x0;  // docs/spec/hif4.md §10.6
   const float want_value = sign_bit_rule() ? -0.0f : 0.0f;
   for (int i = 0; i < kN; ++i) {
     EXPECT_EQ(q.codes[i], want_code) << i;
@@ -610,7 +611,7 @@ TEST_P(Hif4RecipeProperties, NegativeZeroBlock) {
 }
 
 TEST_P(Hif4RecipeProperties, NegativeValueRoundingToZeroKeepsSignBit) {
-  // hif4.md §6.1 step 8, §6.4 step 5: -0.01 next to 7.0 gives code 0x8 and -0.0.
+  // docs/spec/hif4.md §6.1 step 8, §6.4 step 5: -0.01 next to 7.0 gives code 0x8 and -0.0.
   const Quantized q = run(r(), block_of({7.0f, -0.01f}));
   EXPECT_EQ(q.codes[1], 0x8);
   EXPECT_EQ(bits_of(q.decoded[1]), bits_of(-0.0f));
@@ -662,7 +663,7 @@ TEST_P(Hif4RecipeProperties, InfInput) {
   const Quantized q = run(r(), x), z = run(r(), zeroed);
   const auto policy = r().hif4.non_finite;
   if (id == "hif4.v14" || id == "hif4.v14_f64") {
-    // hif4.md §6.1 Special inputs: the scale clamps to 49152, the Inf lanes get
+    // docs/spec/hif4.md §6.1 Special inputs: the scale clamps to 49152, the Inf lanes get
     // b = c = 1 and saturate to +-344064; the others become +-0 at this scale.
     EXPECT_EQ(q.word & 0xFFu, 0xFEu);
     EXPECT_EQ(l2_bit(q.word, 5), 1);
@@ -760,7 +761,7 @@ TEST_P(Hif4RecipeProperties, DecodeOfQuantizeEqualsFakeQuant) {
       ASSERT_TRUE(same_value(q.decoded[i], q.fake[i]))
           << "block " << n << " lane " << i << " x " << x[i] << " decode " << q.decoded[i] << " fake " << q.fake[i];
     }
-    // Every decoded value is exact in bf16 (hif4.md §4).
+    // Every decoded value is exact in bf16 (docs/spec/hif4.md §4).
     for (int i = 0; i < kN; ++i) EXPECT_TRUE(fp4emu::is_bf16_exact(q.decoded[i]));
   }
 }
@@ -808,7 +809,7 @@ TEST(Hif4Families, V14ScaleFamilyAgreesWithV14OnExactBlocks) {
 // ================================================================================
 
 TEST(Hif4V14, LiteralHalfUpQuirkAtHalfMinusUlp) {
-  // hif4.md §6.1 step 7: 4t = 0.5 - 2^-25 makes fp32(4t + 0.5) round to 1.0,
+  // docs/spec/hif4.md §6.1 step 7: 4t = 0.5 - 2^-25 makes fp32(4t + 0.5) round to 1.0,
   // so V14 gives q = 1. Exact arithmetic (V14-numpy) and RNE give q = 0.
   Block x{};
   x[0] = 7.0f;                    // s = 1, r = 1 (EX1)
@@ -868,7 +869,7 @@ TEST(Hif4A6, SignComesFromTheBf16Product) {
 }
 
 TEST(Hif4A6, ZeroScaleCodeIsTwoToMinus48) {
-  // Decision (hif4.md §6.5 step 9): E6M2 0x00 means 2^-48, reciprocal 2^48.
+  // Decision (docs/spec/hif4.md §6.5 step 9): E6M2 0x00 means 2^-48, reciprocal 2^48.
   // Ma = 7 * 2^-48: Ma*c7 = (511/512) * 2^-48, bf16 tie -> 2^-48 -> 0x00,
   // b0 = c0 = 1, y = 1.75 -> code 7. The golden (0x00 as 0) would quantize
   // this block to all zeros.

@@ -1,5 +1,5 @@
 // Tests of the MXFP4 scalar reference (src/quant/reference/mxfp4.cpp) at block
-// level, against mxfp4.md: the worked examples of §8, the oracle tables of
+// level, against docs/spec/mxfp4.md: the worked examples of §8, the oracle tables of
 // §1.2, §2.1 and §8.0, and properties of every recipe checked against
 // independent oracles written here (frexp on double, exact rational
 // comparisons, table search over the E2M1 values).
@@ -68,7 +68,7 @@ Block block_of(std::initializer_list<float> head) {
   return b;
 }
 
-// Packing, written here independently of the library (mxfp4.md §6.1).
+// Packing, written here independently of the library (docs/spec/mxfp4.md §6.1).
 Packed pack_low_first(const Codes& c) {  // element 2i in bits 3..0
   Packed p{};
   for (int i = 0; i < 16; ++i) p[i] = static_cast<uint8_t>(c[2 * i] | (c[2 * i + 1] << 4));
@@ -86,7 +86,7 @@ Packed pack(const Recipe& r, const Codes& c) {
 // ---------------------------------------------------------------------------
 // Independent oracles.
 
-// E2M1 magnitudes in code order (mxfp4.md §1.1).
+// E2M1 magnitudes in code order (docs/spec/mxfp4.md §1.1).
 constexpr double kE2m1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
 
 // Nearest E2M1 code by table search, with the tie rule of `r` (index parity is
@@ -287,7 +287,7 @@ TEST(Mxfp4Recipes, TableHasTheSixCanonicalIdsWithOneDefault) {
     EXPECT_EQ(r.id, kAllIds[i]);
     EXPECT_EQ(r.format, Format::mxfp4);
     EXPECT_FALSE(r.summary.empty());
-    EXPECT_NE(r.spec_ref.find("mxfp4.md"), std::string_view::npos) << r.id;
+    EXPECT_NE(r.spec_ref.find("docs/spec/mxfp4.md"), std::string_view::npos) << r.id;
     EXPECT_EQ(r.default_tail, TailPolicy::pad);
     EXPECT_FALSE(r.fake_quant_only);
     EXPECT_FALSE(r.bf16_input_only);
@@ -353,7 +353,7 @@ TEST(Mxfp4Recipes, RejectsRoundingsAndFormatsItDoesNotAccept) {
 // ===========================================================================
 // Oracle tables: §1.2, §8.0 (E2M1 via e2m1_encode) and §2.1 (E8M0 via e8m0_encode).
 
-TEST(Mxfp4Codec, E2m1RneThresholdTable) {  // mxfp4.md §1.2
+TEST(Mxfp4Codec, E2m1RneThresholdTable) {  // docs/spec/mxfp4.md §1.2
   struct Row {
     float y;
     uint8_t code;
@@ -373,7 +373,7 @@ TEST(Mxfp4Codec, E2m1RneThresholdTable) {  // mxfp4.md §1.2
   }
 }
 
-TEST(Mxfp4Codec, E2m1OracleChecks) {  // mxfp4.md §8.0 and §1.3
+TEST(Mxfp4Codec, E2m1OracleChecks) {  // docs/spec/mxfp4.md §8.0 and §1.3
   const struct {
     float x;
     uint8_t rn, rz;
@@ -395,7 +395,7 @@ TEST(Mxfp4Codec, E2m1OracleChecks) {  // mxfp4.md §8.0 and §1.3
   EXPECT_EQ(pack_low_first(c)[0], 0xF2);
 }
 
-TEST(Mxfp4Codec, E8m0ConversionTable) {  // mxfp4.md §2.1 (CUDA __nv_cvt_float_to_e8m0)
+TEST(Mxfp4Codec, E8m0ConversionTable) {  // docs/spec/mxfp4.md §2.1 (CUDA __nv_cvt_float_to_e8m0)
   const struct {
     float x;
     uint8_t rz, rp;
@@ -611,7 +611,7 @@ TEST(Mxfp4Log2fFloor, JmaxTableDerivation) {
   }
 }
 
-TEST(Mxfp4Log2fFloor, SpecQuirkPoints) {  // mxfp4.md §4.2
+TEST(Mxfp4Log2fFloor, SpecQuirkPoints) {  // docs/spec/mxfp4.md §4.2
   auto below = [](int k) { return std::nextafter(std::ldexp(1.0f, k), 0.0f); };
   for (int k : {10, 20, 100, 126}) EXPECT_EQ(log2f_floor_via_ggml(below(k)), k) << k;
   EXPECT_EQ(log2f_floor_via_ggml(below(-100)), -100);

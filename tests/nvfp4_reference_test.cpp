@@ -1,5 +1,5 @@
 // NVFP4 scalar reference (src/quant/reference/nvfp4.cpp) against
-// nvfp4.md: every worked example of §8 (EX-N8, stochastic
+// docs/spec/nvfp4.md: every worked example of §8 (EX-N8, stochastic
 // rounding, is a later issue), the §2.1 E4M3 table, per-recipe properties and
 // an independent table-search oracle for nvfp4.te.
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ using Packed = std::array<uint8_t, 8>;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kFltMax = std::numeric_limits<float>::max();
-const float kRN16 = std::bit_cast<float>(0x3E2AAAABu);  // nvfp4.md notation
+const float kRN16 = std::bit_cast<float>(0x3E2AAAABu);  // docs/spec/nvfp4.md notation
 
 const Recipe& recipe(std::string_view id) {
   for (const Recipe& r : nvfp4_recipes())
@@ -87,7 +87,7 @@ Block fake_quant(const Recipe& r, float global_amax, const Block& x, Rounding ro
   return out;
 }
 
-// nvfp4.md §6.1: two codes per byte; low_first puts element 2i in bits 3..0,
+// docs/spec/nvfp4.md §6.1: two codes per byte; low_first puts element 2i in bits 3..0,
 // ggml's split_half puts elements j and j+8 in byte j.
 Packed pack(const Codes& c, NibbleOrder order) {
   Packed p{};
@@ -138,7 +138,7 @@ TEST(Nvfp4Recipes, CanonicalRecipes) {
     EXPECT_EQ(r.id, ids[i]);
     EXPECT_EQ(r.format, Format::nvfp4);
     EXPECT_FALSE(r.summary.empty());
-    EXPECT_EQ(r.spec_ref.substr(0, 9), "nvfp4.md ");
+    EXPECT_TRUE(r.spec_ref.starts_with("docs/spec/nvfp4.md §")) << r.id;
     EXPECT_EQ(r.default_tail, TailPolicy::pad);
     EXPECT_FALSE(r.bf16_input_only);
     EXPECT_EQ(r.fake_quant_only, r.id == "nvfp4.modelopt_fq");
@@ -164,7 +164,7 @@ TEST(Nvfp4Recipes, CanonicalRecipes) {
   EXPECT_NE(recipe("nvfp4.cudnn").summary.find("documented formula only, unverified against a binary"),
             std::string_view::npos);
   // NaN in the amax reductions: torch.amax and the CUTLASS host reference
-  // propagate (nvfp4.md §4.6); fmaxf kernels and ggml drop; triton's tl.max
+  // propagate (docs/spec/nvfp4.md §4.6); fmaxf kernels and ggml drop; triton's tl.max
   // is maxnum (NaN only for an all-NaN block).
   for (auto id : {"nvfp4.torchao", "nvfp4.torchao_cpu", "nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.modelopt",
                   "nvfp4.modelopt_cpu", "nvfp4.ct", "nvfp4.ct_cuda", "nvfp4.ct_legacy", "nvfp4.ct_legacy_cpu",
@@ -192,7 +192,7 @@ TEST(Nvfp4Codec, RN16) {
 }
 
 TEST(Nvfp4Codec, E2M1TableAndTies) {
-  // nvfp4.md §1.
+  // docs/spec/nvfp4.md §1.
   const float values[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
   for (int c = 0; c < 8; ++c) {
     EXPECT_FLOAT_BITS(e2m1_decode(static_cast<uint8_t>(c)), values[c]);
@@ -210,7 +210,7 @@ TEST(Nvfp4Codec, E2M1TableAndTies) {
 }
 
 TEST(Nvfp4Codec, E4M3ReferenceCodes) {
-  // nvfp4.md §2.1 "Reference codes".
+  // docs/spec/nvfp4.md §2.1 "Reference codes".
   struct Case {
     uint8_t code;
     float value;
@@ -226,12 +226,12 @@ TEST(Nvfp4Codec, E4M3ReferenceCodes) {
   }
   EXPECT_TRUE(std::isnan(ue4m3_decode(0x7F)));
   EXPECT_TRUE(std::isnan(e4m3_decode(0xFF)));
-  // UE4M3 ignores the sign bit (cuBLAS, nvfp4.md §2.1).
+  // UE4M3 ignores the sign bit (cuBLAS, docs/spec/nvfp4.md §2.1).
   EXPECT_FLOAT_BITS(ue4m3_decode(0xB8), 1.0f);
 }
 
 TEST(Nvfp4Codec, CudaE4M3ConversionEdges) {
-  // __nv_cvt_float_to_fp8(x, sat, __NV_E4M3), nvfp4.md §2.1.
+  // __nv_cvt_float_to_fp8(x, sat, __NV_E4M3), docs/spec/nvfp4.md §2.1.
   auto sat = [](float x) { return e4m3_encode(x, Rounding::rne, Overflow::saturate); };
   auto nosat = [](float x) { return e4m3_encode(x, Rounding::rne, Overflow::to_special); };
   EXPECT_EQ(sat(0x1p-10f), 0x00);  // tie 0 / 2^-9 -> 0
@@ -263,7 +263,7 @@ TEST(Nvfp4Codec, CudaE4M3ConversionEdges) {
 // ============================================================ tensor scale ==
 
 TEST(Nvfp4TensorScale, TeFormulaAndGuards) {
-  // nvfp4.md §2.2 / §4.1 step 1.
+  // docs/spec/nvfp4.md §2.2 / §4.1 step 1.
   for (auto id : {"nvfp4.te", "nvfp4.te_2d", "nvfp4.cutlass_epi", "nvfp4.cudnn"}) {
     SCOPED_TRACE(id);
     const Recipe& r = recipe(id);
@@ -949,7 +949,7 @@ TEST(Nvfp4ModeloptFq, NaNAndInfFallbacks) {
 
 // ========================================================== properties ==
 
-// Non-finite and signed-zero inputs, per recipe (nvfp4.md §1, §10).
+// Non-finite and signed-zero inputs, per recipe (docs/spec/nvfp4.md §1, §10).
 TEST(Nvfp4Properties, NegativeZero) {
   const Block x = block_of({1.0f, -0.0f});
   for (const Recipe& r : nvfp4_recipes()) {

@@ -1,4 +1,4 @@
-// Recipe table of MXFP4 (mxfp4.md §4.0 variant map, DESIGN.md §10).
+// Recipe table of MXFP4 (docs/spec/mxfp4.md §4.0 variant map, docs/architecture.md §10).
 // Each entry is data; src/quant/reference/mxfp4.cpp reads it.
 #include <array>
 
@@ -40,7 +40,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.ocp", true,
               "OCP MX v1.0 §6.3: X = 2^(floor(log2 amax) - 2) from the exponent bits, E2M1 RNE, "
               "saturate",
-              "mxfp4.md §4.1, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.1, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::ocp_floor,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
@@ -51,7 +51,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.rceil", false,
               "NVIDIA (cuBLAS/cuDNN/TE/CUTLASS/torchao RCEIL): scale = cvt.rp.satfinite.ue8m0"
               "(fp32(amax * fp32(1/6))), E2M1 RNE",
-              "mxfp4.md §4.5, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.5, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::rceil,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
@@ -60,7 +60,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
               /*bits_version=*/1),
     mx_recipe("mxfp4.ceil", false,
               "torchao ScaleCalculationMode.CEIL: X = 2^(ceil(log2 amax) - 2), E2M1 RNE",
-              "mxfp4.md §4.3, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.3, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::ceil,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
@@ -71,7 +71,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.even", false,
               "torchao ScaleCalculationMode.EVEN: amax rounded half-up to 1 mantissa bit (NaN "
               "block when that overflows), then the OCP floor, E2M1 RNE",
-              "mxfp4.md §4.4, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.4, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::even,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
@@ -82,7 +82,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.microxcaling", false,
               "microxcaling python default: floor(fp32 log2(amax)) - 2 (the log2f quirk), "
               "round half away from zero",
-              "mxfp4.md §4.2, §4.6, §5.2", Rounding::rha, kConvertRoundings,
+              "docs/spec/mxfp4.md §4.2, §4.6, §5.2", Rounding::rha, kConvertRoundings,
               NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::log2f_floor,
                        .scale_range = MxScaleRange::clamp,
@@ -94,7 +94,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.ggml", false,
               "ggml block_mxfp4: floorf(log2f(amax)) - 2 with x86-64 uint8 wrap, NaN-skipping "
               "amax, argmin codes (ties toward zero), split-half nibbles",
-              "mxfp4.md §4.2, §5.4, §6.1", Rounding::ties_to_zero,
+              "docs/spec/mxfp4.md §4.2, §5.4, §6.1", Rounding::ties_to_zero,
               rounding_bit(Rounding::ties_to_zero), NibbleOrder::split_half,
               MxParams{.scale_rule = MxScaleRule::log2f_floor,
                        .scale_range = MxScaleRange::x86_uint8_wrap,
