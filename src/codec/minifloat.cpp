@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace fp4emu {
 namespace {
@@ -70,7 +71,11 @@ double decode(const MinifloatTraits& t, uint32_t code) {
   return negative ? -value : value;
 }
 
-uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflow) {
+namespace {
+
+// The one encoder behind encode() and encode_stochastic(); `rbits` is read
+// only for Rounding::stochastic.
+uint32_t encode_impl(const MinifloatTraits& t, double x, Rounding r, uint32_t rbits, Overflow overflow) {
   const bool negative = t.is_signed && std::signbit(x);
   const uint32_t sign_bit = negative ? (1u << magnitude_bits(t)) : 0u;
   const uint32_t max_code = max_finite_code(t);
@@ -122,6 +127,12 @@ uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflo
     case Rounding::rtz: round_up = false; break;
     case Rounding::ties_to_zero: round_up = frac > 0.5; break;
     case Rounding::rtp: round_up = frac > 0.0 && !negative; break;
+    case Rounding::stochastic:
+      // PTX cvt.rs: the random bits are added below the kept precision and the
+      // sum truncated, i.e. a carry out of floor(frac * 2^8) + r (exact).
+      round_up = std::floor(std::ldexp(frac, kStochasticBits)) + static_cast<double>(rbits) >=
+                 std::ldexp(1.0, kStochasticBits);
+      break;
   }
   if (round_up) n += 1.0;
   uint64_t significand = static_cast<uint64_t>(n);
@@ -144,6 +155,18 @@ uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflo
   }
   if (mag > max_code) return overflowed();
   return sign_bit | mag;
+}
+
+}  // namespace
+
+uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflow) {
+  if (r == Rounding::stochastic)
+    throw std::invalid_argument("encode: stochastic rounding needs random bits; call encode_stochastic");
+  return encode_impl(t, x, r, 0, overflow);
+}
+
+uint32_t encode_stochastic(const MinifloatTraits& t, double x, uint8_t rbits, Overflow overflow) {
+  return encode_impl(t, x, Rounding::stochastic, rbits, overflow);
 }
 
 float e6m2_reciprocal_bf16(uint8_t code) {

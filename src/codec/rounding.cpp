@@ -9,6 +9,7 @@ std::string_view to_string(Rounding r) {
     case Rounding::rtz: return "rtz";
     case Rounding::ties_to_zero: return "tiesToZero";
     case Rounding::rtp: return "rtp";
+    case Rounding::stochastic: return "stochastic";
   }
   return "?";
 }
@@ -19,6 +20,7 @@ std::optional<Rounding> parse_rounding(std::string_view name) {
   if (name == "rtz") return Rounding::rtz;
   if (name == "tiesToZero" || name == "ties_to_zero") return Rounding::ties_to_zero;
   if (name == "rtp") return Rounding::rtp;
+  if (name == "stochastic") return Rounding::stochastic;
   return std::nullopt;
 }
 

@@ -81,7 +81,11 @@ double decode(const MinifloatTraits& t, uint32_t code);
 // - RNE ties go to the even mantissa (zero counts as even). E8M0 has no
 //   mantissa bit: its tie 1.5*2^k goes up to 2^(k+1) (the implicit bit counts
 //   as odd, as in ml_dtypes float8_e8m0fnu).
+// Rounding::stochastic is refused here (std::invalid_argument): it needs bits.
 uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflow);
+// Stochastic rounding (Rounding::stochastic) with the random byte `rbits`;
+// NaN, Inf, zero and overflow as encode().
+uint32_t encode_stochastic(const MinifloatTraits& t, double x, uint8_t rbits, Overflow overflow);
 
 // ---- Named conversions, in the field's words --------------------------------
 
@@ -89,11 +93,18 @@ uint32_t encode(const MinifloatTraits& t, double x, Rounding r, Overflow overflo
 inline uint8_t e2m1_encode(double y, Rounding r) {
   return static_cast<uint8_t>(encode(kE2M1, y, r, Overflow::saturate));
 }
+// Stochastic rounding with random byte r; saturating (cvt.rs.satfinite).
+inline uint8_t e2m1_encode_sr(double y, uint8_t r) {
+  return static_cast<uint8_t>(encode_stochastic(kE2M1, y, r, Overflow::saturate));
+}
 inline float e2m1_decode(uint8_t code) { return static_cast<float>(decode(kE2M1, code & 0xF)); }
 
 // S1P2 (HiF4 element, magnitude q/4, q = 0..7). Saturating at +-1.75.
 inline uint8_t s1p2_encode(double y, Rounding r) {
   return static_cast<uint8_t>(encode(kS1P2, y, r, Overflow::saturate));
+}
+inline uint8_t s1p2_encode_sr(double y, uint8_t r) {
+  return static_cast<uint8_t>(encode_stochastic(kS1P2, y, r, Overflow::saturate));
 }
 inline float s1p2_decode(uint8_t code) { return static_cast<float>(decode(kS1P2, code & 0xF)); }
 
