@@ -1,0 +1,294 @@
+"""fp4emu: bit-exact HiF4, MXFP4 and NVFP4 quantization for numpy and PyTorch.
+
+The same library as the ``fp4emu`` command line, in process: every function
+gives the command's bits. Inputs are numpy float32 / float16 arrays, bf16 as
+``np.uint16`` bit patterns with ``input_dtype="bf16"`` (or an ml_dtypes
+``bfloat16`` array), or CPU torch tensors of any of these dtypes. Outputs are
+numpy arrays (``fp4emu.torch`` returns tensors).
+
+Example::
+
+    import numpy as np, fp4emu
+    x = np.random.default_rng(0).standard_normal((4, 64), dtype=np.float32)
+    y = fp4emu.fake_quant(x, "nvfp4.te")          # quantize + dequantize
+    p = fp4emu.quantize(x, "mxfp4.rceil")        # codes, scales, metadata
+    assert (p.dequantize() == fp4emu.fake_quant(x, "mxfp4.rceil")).all()
+
+Errors: bad arguments or input raise ``ValueError``, files that cannot be
+read or written ``OSError``, with the command line's messages.
+"""
+from __future__ import annotations
+
+import os as _os
+from typing import Any, Iterable, Optional, Union
+
+import numpy as _np
+
+from . import _core
+from ._core import Packed
+
+__version__ = _core.__version__
+__all__ = ["formats", "recipes", "fake_quant", "quantize", "dequantize", "load", "gemm", "compare", "identify",
+           "sparsity_mask", "Packed", "golden"]
+
+
+def _torch_array(x: Any):
+    """A numpy view of a CPU torch tensor and its input dtype (None if x is not a tensor)."""
+    mod = type(x).__module__
+    if not mod.startswith("torch"):
+        return None
+    import torch  # only when a tensor is given: torch is optional
+    if not isinstance(x, torch.Tensor):
+        return None
+    if x.device.type != "cpu":
+        import warnings
+        warnings.warn(f"fp4emu: copying a {x.device.type} tensor to the CPU (fp4emu runs on the CPU)", stacklevel=3)
+        x = x.cpu()
+    x = x.detach()
+    if x.dtype == torch.bfloat16:
+        # Same memory, read as bit patterns: numpy has no bfloat16.
+        return x.view(torch.int16).numpy().view(_np.uint16), "bf16"
+    if x.dtype == torch.float16:
+        return x.numpy(), "f16"
+    if x.dtype == torch.float32:
+        return x.numpy(), "f32"
+    raise ValueError(f"torch tensor of dtype {x.dtype}: fp4emu quantizes float32, float16 and bfloat16 "
+                     f"(convert with t.float())")
+
+
+def _as_input(x: Any, input_dtype: Optional[str]):
+    """(C-contiguous numpy array, "f32" | "bf16" | "f16") without copying when x is C-contiguous."""
+    t = _torch_array(x)
+    if t is not None:
+        a, dt = t
+        if input_dtype not in (None, dt):
+            raise ValueError(f"input_dtype='{input_dtype}' does not match the tensor's dtype ({dt})")
+    else:
+        a = x if isinstance(x, _np.ndarray) else _np.asarray(x)
+        name = a.dtype.name
+        if name == "bfloat16":  # ml_dtypes (also jax / tensorflow's bfloat16)
+            a, dt = a.view(_np.uint16), "bf16"
+        elif a.dtype == _np.float32:
+            dt = "f32"
+        elif a.dtype == _np.float16:
+            dt = "f16"
+        elif a.dtype == _np.uint16 or a.dtype == _np.int16:
+            if input_dtype not in ("bf16", "f16"):
+                raise ValueError(f"a {name} array holds bit patterns: say which with input_dtype='bf16' or 'f16'")
+            a, dt = a.view(_np.uint16), input_dtype
+        else:
+            raise ValueError(f"input dtype {name} is not a float input; fp4emu quantizes float32, float16 and "
+                             f"bfloat16 (bf16 as np.uint16 bits with input_dtype='bf16'); convert with "
+                             f"x.astype(np.float32)")
+        if input_dtype not in (None, dt):
+            raise ValueError(f"input_dtype='{input_dtype}' does not match the array's dtype {name} ({dt})")
+    if a.ndim == 0:
+        raise ValueError("the input is a scalar (shape []): block quantization needs at least one axis")
+    if not a.flags.c_contiguous:
+        a = _np.ascontiguousarray(a)
+    return a, dt
+
+
+def formats() -> list[dict]:
+    """The three formats: name, block size, scale bytes per block, default recipe.
+
+    Example::
+
+        >>> [f["format"] for f in fp4emu.formats()]
+        ['hif4', 'mxfp4', 'nvfp4']
+    """
+    return _core.formats()
+
+
+def recipes(format: Optional[str] = None) -> list[dict]:
+    """Every recipe (of one format when given): the fields of ``fp4emu formats --json``.
+
+    Each dict has ``id``, ``format``, ``default``, ``summary``, ``spec``,
+    ``element_rounding``, ``allowed_roundings`` (a list), ``tail``,
+    ``nibble_order``, ``fake_quant_only``, ``bf16_input_only``, ``bits_version``.
+
+    Example::
+
+        >>> [r["id"] for r in fp4emu.recipes("mxfp4")][:2]
+        ['mxfp4.ocp', 'mxfp4.rceil']
+    """
+    all_ = _core.recipes()
+    if format is None:
+        return all_
+    if format not in ("hif4", "mxfp4", "nvfp4"):
+        raise ValueError(f"format '{format}' is unknown; use hif4, mxfp4 or nvfp4")
+    return [r for r in all_ if r["format"] == format]
+
+
+def fake_quant(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None, tail: Optional[str] = None,
+               global_amax: Optional[float] = None, threads: int = 0, impl: str = "auto",
+               input_dtype: Optional[str] = None) -> _np.ndarray:
+    """Quantize and dequantize ``x`` with ``recipe`` (an id, or a format for its default): float32, x's shape.
+
+    ``axis``: the block axis. ``rounding``: element rounding override
+    (rne, rha, rtz, tiesToZero) where the recipe allows it. ``tail``: pad or
+    error. ``global_amax``: NVFP4's per-tensor amax (default: the input's).
+    ``threads``: 0 = every core (OMP_NUM_THREADS), else 1..1024. ``impl``:
+    auto, reference or fast. The GIL is released while it runs.
+
+    Example::
+
+        >>> x = np.linspace(-3, 3, 32, dtype=np.float32)
+        >>> fp4emu.fake_quant(x, "mxfp4.ocp")[:4]
+        array([-3., -3., -3., -3.], dtype=float32)
+    """
+    a, dt = _as_input(x, input_dtype)
+    return _core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl)
+
+
+def quantize(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None, tail: Optional[str] = None,
+             global_amax: Optional[float] = None, nibble_order: Optional[str] = None,
+             scale_bit_order: Optional[str] = None, scale_layout: str = "linear", threads: int = 0,
+             impl: str = "auto", input_dtype: Optional[str] = None) -> Packed:
+    """The packed form of ``x``: a :class:`Packed` with ``.codes``, ``.scales``, ``.global_scale``.
+
+    Options as :func:`fake_quant`, plus the packing: ``nibble_order``
+    (low_first, high_first, split_half), ``scale_bit_order`` (HiF4:
+    lsb_first, msb_first) and ``scale_layout``: ``linear`` ([..., blocks]),
+    ``swizzled_128x4`` (MXFP4/NVFP4, the Blackwell GEMM layout) or
+    ``hif4_cube`` (HiF4, Ascend Cube). The arrays are those of the packed
+    ``.safetensors`` file ``fp4emu quantize`` writes.
+
+    Example::
+
+        >>> p = fp4emu.quantize(np.ones((2, 32), np.float32), "mxfp4.ocp")
+        >>> p.codes.shape, p.scales.shape, p.scales[0, 0]
+        ((2, 16), (2, 1), 127)
+    """
+    a, dt = _as_input(x, input_dtype)
+    return _core.quantize(a, dt, recipe, axis, rounding, tail, global_amax, nibble_order, scale_bit_order,
+                          scale_layout, threads, impl)
+
+
+def dequantize(packed: Packed, threads: int = 0, impl: str = "auto") -> _np.ndarray:
+    """The float32 values of a :class:`Packed` (bit-identical to :func:`fake_quant` with its options).
+
+    Example::
+
+        >>> p = fp4emu.quantize(np.ones((2, 32), np.float32), "mxfp4.ocp")
+        >>> fp4emu.dequantize(p)[0, :3]
+        array([1., 1., 1.], dtype=float32)
+    """
+    if not isinstance(packed, Packed):
+        raise ValueError("dequantize takes a Packed (from fp4emu.quantize or fp4emu.load)")
+    return packed.dequantize(threads=threads, impl=impl)
+
+
+def load(path: Union[str, _os.PathLike]) -> Packed:
+    """Read a packed ``.safetensors`` file (written by ``Packed.save`` or ``fp4emu quantize``).
+
+    The scales come back in the linear layout whatever layout the file
+    stores; ``p.with_scale_layout("swizzled_128x4")`` gives another.
+
+    Example::
+
+        >>> fp4emu.quantize(x, "nvfp4.te").save("x.safetensors")
+        >>> fp4emu.load("x.safetensors").recipe
+        'nvfp4.te'
+    """
+    return _core.load(_os.fspath(path))
+
+
+def gemm(a: Any, b: Any, model: str = "block_fp32", recipe: Optional[str] = None,
+         recipe_b: Optional[str] = None, blocks_per_step: int = 1, alpha: Optional[float] = None,
+         threads: int = 0, impl: str = "simd") -> _np.ndarray:
+    """C = Q(A)·Q(B) (float32, m×n) with a named accumulation model (docs/gemm.md).
+
+    ``a`` (m×k) and ``b`` (k×n) are :class:`Packed` operands (A blocked
+    along axis 1, B along axis 0), or float32 matrices: quantized here with
+    ``recipe`` (``recipe_b`` for B, default ``recipe``) along k, or, with
+    ``recipe=None``, used dense (W4A16). ``model``: exact, block_fp32,
+    fma_fp32 or fast.
+
+    Example::
+
+        >>> rng = np.random.default_rng(0)
+        >>> a = rng.standard_normal((8, 64), dtype=np.float32); b = rng.standard_normal((64, 4), dtype=np.float32)
+        >>> fp4emu.gemm(a, b, recipe="nvfp4.te", model="exact").shape
+        (8, 4)
+    """
+    def operand(v, r, axis):
+        if isinstance(v, Packed) or r is None:
+            return v if isinstance(v, Packed) else _as_input(v, "f32")[0]
+        return quantize(v, r, axis=axis, threads=threads)
+    return _core.gemm(operand(a, recipe, 1), operand(b, recipe_b or recipe, 0), model, blocks_per_step, alpha,
+                      threads, impl)
+
+
+def compare(x: Any, recipes: Union[str, Iterable[str]], axis: int = -1, tail: Optional[str] = None,
+            input_dtype: Optional[str] = None) -> dict:
+    """What each recipe loses on ``x``: ``{recipe id: metrics}`` with ``fp4emu compare --json``'s keys.
+
+    Metrics: qsnr_db, nmse, rel_l2, cosine, max_abs_error, underflow_ratio,
+    zero_ratio_after, saturation_ratio (None for fake-quant-only recipes),
+    counts, energies, bits_per_element. A recipe that cannot run on x (e.g.
+    hif4.a6 on values not exact in bf16) has ``skipped`` with the reason.
+    ``recipes``: ids or format names, a list or a comma-separated string.
+
+    Example::
+
+        >>> m = fp4emu.compare(x, ["mxfp4.ocp", "nvfp4.te"])
+        >>> m["nvfp4.te"]["qsnr_db"] > m["mxfp4.ocp"]["qsnr_db"]
+        True
+    """
+    ids = recipes.split(",") if isinstance(recipes, str) else list(recipes)
+    a, dt = _as_input(x, input_dtype)
+    return _core.compare(a, dt, ids, axis, tail)
+
+
+def identify(x: Any, format: str, output: Any = None, packed: Optional[Packed] = None, codes: Any = None,
+             scales: Any = None, axis: int = -1, global_amax: Optional[float] = None, threads: int = 0,
+             top: int = 3, input_dtype: Optional[str] = None) -> dict:
+    """Which recipe does a kernel implement? ``fp4emu identify`` on arrays.
+
+    Give the kernel's input ``x`` and what it wrote: dequantized ``output``
+    values, a ``packed`` tensor, or ``codes`` (uint8, two per byte, block
+    axis last) and/or ``scales`` (uint8, or uint32 HiF4 words). Returns
+    ``{"exact": bool, "best": label, "text": report, "candidates": [...]}``
+    with every candidate ranked, best first (the ``--json`` form).
+
+    Example::
+
+        >>> r = fp4emu.identify(x, "mxfp4", output=fp4emu.fake_quant(x, "mxfp4.rceil"))
+        >>> r["exact"], r["best"]
+        (True, 'mxfp4.rceil')
+    """
+    import json
+    a, dt = _as_input(x, input_dtype)
+    if packed is not None:
+        if codes is not None or scales is not None:
+            raise ValueError("packed holds codes and scales already; give either packed or codes/scales")
+        if packed.scale_layout != "linear":
+            packed = packed.with_scale_layout("linear")
+        codes, scales = packed.codes, packed.scales
+        if global_amax is None and packed.global_scale is not None and 0 < packed.global_scale[0] < _np.inf:
+            global_amax = float(packed.global_scale[0])  # the amax the kernel recorded is the one it used
+    as_bytes = lambda v: None if v is None else _np.ascontiguousarray(_np.asarray(v)).view(_np.uint8)
+    values = None if output is None else _as_input(output, "f32")[0]
+    r = _core.identify(a, dt, format, as_bytes(codes), as_bytes(scales), values, axis, global_amax, threads, top)
+    out = json.loads(r["json"])
+    out.update(exact=r["exact"], best=r["best"], text=r["text"])
+    return out
+
+
+def sparsity_mask(values: Any, pattern: str) -> _np.ndarray:
+    """The keep mask (uint8, 1 = keep) of a Rollout-ResQ sparsity pattern on a tokens × features matrix.
+
+    Patterns as ``fp4emu resq --pattern``: dense, N:M, channelP, rowP,
+    blockRxC, unstructuredP, randomP (docs/analysis.md).
+
+    Example::
+
+        >>> fp4emu.sparsity_mask(np.array([[1, -4, 2, 3]], np.float32), "2:4")
+        array([[0, 1, 0, 1]], dtype=uint8)
+    """
+    a, _ = _as_input(values, "f32")
+    return _core.sparsity_mask(a, pattern)
+
+
+from . import golden  # noqa: E402  (needs the names above)

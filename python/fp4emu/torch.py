@@ -1,0 +1,252 @@
+"""fp4emu for PyTorch models: fake-quant on tensors, a straight-through autograd
+function, FP4 linear-layer inputs (with the optional Rollout-ResQ residual),
+and activation dumps for the ``fp4emu`` analysis commands.
+
+Example::
+
+    import torch, fp4emu.torch as ft
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    x = torch.randn(4, 64)
+    ft.dump_activations(model, x, "acts.safetensors", modules="*")   # for `fp4emu compare`
+    wrapped = ft.quantize_linear_inputs(model, "nvfp4.te", modules="*")
+    y = model(x)                                                   # inputs of both layers in NVFP4
+
+fp4emu runs on the CPU: a CUDA tensor is copied to the CPU (with a warning)
+and the result copied back to its device.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import tempfile
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import _as_input, _core
+
+__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "dump_activations"]
+
+
+def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[str] = None,
+               tail: Optional[str] = None, global_amax: Optional[float] = None, threads: int = 0,
+               impl: str = "auto", dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Quantize and dequantize a tensor: :func:`fp4emu.fake_quant` on tensors (no gradient).
+
+    The result is float32 (every fake-quantized value is exact there) on
+    t's device, or ``dtype`` when given (e.g. ``t.dtype``; NVFP4 values
+    with a per-tensor scale may round in bf16). A CPU tensor contiguous in
+    memory is read in place.
+
+    Example::
+
+        >>> t = torch.randn(2, 32, dtype=torch.bfloat16)
+        >>> fp4emu.torch.fake_quant(t, "mxfp4.ocp").dtype
+        torch.float32
+    """
+    a, dt = _as_input(t, None)
+    y = torch.from_numpy(_core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl))
+    if t.device.type != "cpu":
+        y = y.to(t.device)
+    return y if dtype is None else y.to(dtype)
+
+
+class FakeQuantize(torch.autograd.Function):
+    """Straight-through fake-quant: forward Q(x) (in x's dtype), backward the gradient unchanged.
+
+    Example::
+
+        >>> x = torch.randn(4, 64, requires_grad=True)
+        >>> y = fp4emu.torch.FakeQuantize.apply(x, "nvfp4.te")
+        >>> y.sum().backward(); bool((x.grad == 1).all())
+        True
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, recipe: str, axis: int = -1, options: Optional[dict] = None):  # noqa: D102
+        return fake_quant(x, recipe, axis=axis, dtype=x.dtype, **(options or {}))
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        return grad, None, None, None
+
+
+def _resq(x: torch.Tensor, recipe: str, pattern: str, options: dict) -> torch.Tensor:
+    """Q(X) + S(Q(X - Q(X))) (docs/analysis.md, Rollout-ResQ; order qs) on a tokens x features view of x."""
+    x2 = x.detach().reshape(-1, x.shape[-1]).float().cpu()
+    q = fake_quant(x2, recipe, **options)
+    r = fake_quant(x2 - q, recipe, **options)  # a fresh tensor: its own block (and per-tensor) scales
+    if pattern != "dense":
+        r = r * torch.from_numpy(_core.sparsity_mask(r.numpy(), pattern)).to(r.dtype)
+    return (q + r).reshape(x.shape).to(device=x.device, dtype=x.dtype)
+
+
+class _ResQ(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, recipe, pattern, options):  # noqa: D102
+        return _resq(x, recipe, pattern, options)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        return grad, None, None, None
+
+
+class QuantizedLinear(nn.Module):
+    """An ``nn.Linear`` whose input (and, with ``weights=True``, weight) is fake-quantized.
+
+    Blocks run along the reduction axis (in_features) for both. ``residual``:
+    None, or a Rollout-ResQ sparsity pattern ("dense", "2:4", "channel50",
+    ... as ``fp4emu resq --pattern``): the input becomes Q(X) + S(Q(X - Q(X))).
+    Gradients pass straight through the quantizers.
+    """
+
+    def __init__(self, linear: nn.Linear, recipe: str, residual: Optional[str] = None, weights: bool = False,
+                 options: Optional[dict] = None):
+        super().__init__()
+        self.linear = linear
+        self.recipe = recipe
+        self.residual = None if residual in (None, "none") else residual
+        self.weights = weights
+        self.options = dict(options or {})
+        if self.residual is not None and self.residual != "dense":
+            # Checked now, not at the first forward.
+            _core.sparsity_mask(np.zeros((1, 1), np.float32), self.residual)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        if self.residual is None:
+            xq = FakeQuantize.apply(x, self.recipe, -1, self.options)
+        else:
+            xq = _ResQ.apply(x, self.recipe, self.residual, self.options)
+        w = self.linear.weight
+        if self.weights:
+            w = FakeQuantize.apply(w, self.recipe, -1, self.options)
+        return nn.functional.linear(xq, w, self.linear.bias)
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"recipe={self.recipe}, residual={self.residual}, weights={self.weights}"
+
+
+def _selected_linears(model: nn.Module, modules: str):
+    return [(name, m) for name, m in model.named_modules()
+            if isinstance(m, nn.Linear) and fnmatch.fnmatchcase(name, modules)]
+
+
+def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.*", residual: Optional[str] = None,
+                           weights: bool = False, **options: Any) -> list[str]:
+    """Replace every ``nn.Linear`` of ``model`` whose name matches ``modules`` by a :class:`QuantizedLinear`.
+
+    ``modules`` is a shell glob over the module's full name (``*`` also
+    crosses dots), as ``fp4emu compare --tensor``. ``options`` go to
+    :func:`fake_quant` (rounding, tail, threads, impl). Returns the names
+    replaced; ValueError when none matches.
+
+    Example::
+
+        >>> names = fp4emu.torch.quantize_linear_inputs(model, "hif4.v14", modules="*.mlp.*", residual="2:4")
+        >>> out_fp4 = model(x)
+    """
+    unknown = set(options) - {"rounding", "tail", "threads", "impl", "global_amax"}
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; use rounding, tail, threads, impl or global_amax")
+    selected = _selected_linears(model, modules)
+    if not selected:
+        raise ValueError(f"modules='{modules}' matches no nn.Linear of the model; names look like "
+                         f"{[n for n, m in model.named_modules() if isinstance(m, nn.Linear)][:3]}")
+    for name, lin in selected:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, QuantizedLinear(lin, recipe, residual=residual, weights=weights, options=options))
+    return [n for n, _ in selected]
+
+
+_ST_DTYPES = {"bf16": "BF16", "fp32": "F32"}
+
+
+def dump_activations(model: nn.Module, inputs: Any, path: "str | os.PathLike", modules: str = "*",
+                     dtype: Optional[str] = None, prefix: str = "") -> list[str]:
+    """Run ``model(inputs)`` and write the input of every selected ``nn.Linear`` to a safetensors dump.
+
+    Tensors are named ``<prefix><module name>.input`` (e.g.
+    ``model.layers.0.mlp.down_proj.input``, as ``fp4emu sample`` names
+    them), shaped tokens x features (leading dims flattened). ``dtype``:
+    "bf16" or "fp32" (default: bf16 for bf16 activations, fp32 otherwise).
+    Each input is written to disk as the forward pass produces it (memory:
+    one activation at a time); the file appears complete or not at all. A
+    module called several times adds ``.input.1``, ``.input.2``, ...
+    ``inputs``: a tensor, a tuple of positional arguments, or a dict of
+    keyword arguments. Returns the tensor names.
+
+    Example::
+
+        >>> fp4emu.torch.dump_activations(model, x, "acts.safetensors", modules="*.mlp.*")
+        ['layers.0.mlp.up.input', 'layers.0.mlp.down.input']
+        # then: fp4emu compare acts.safetensors --format hif4,mxfp4,nvfp4
+    """
+    if dtype not in (None, "bf16", "fp32"):
+        raise ValueError(f"dtype='{dtype}' is unknown; use bf16 or fp32")
+    selected = _selected_linears(model, modules)
+    if not selected:
+        raise ValueError(f"modules='{modules}' matches no nn.Linear of the model")
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    entries = []  # (name, st dtype, shape, begin, end)
+    calls: dict[str, int] = {}
+    data = tempfile.NamedTemporaryFile(dir=folder, prefix=os.path.basename(path) + ".data.", delete=False)
+    offset = 0
+
+    def hook(name):
+        def record(module, args):
+            nonlocal offset
+            x = args[0].detach()
+            k = calls.get(name, 0)
+            calls[name] = k + 1
+            x = x.reshape(-1, x.shape[-1]) if x.dim() > 1 else x
+            want = dtype or ("bf16" if x.dtype == torch.bfloat16 else "fp32")
+            x = x.to(device="cpu", dtype=torch.bfloat16 if want == "bf16" else torch.float32).contiguous()
+            raw = (x.view(torch.int16) if want == "bf16" else x).numpy()
+            data.write(memoryview(raw).cast("B"))
+            n = raw.nbytes
+            tensor = f"{prefix}{name}.input" + (f".{k}" if k else "")
+            entries.append((tensor, _ST_DTYPES[want], list(x.shape), offset, offset + n))
+            offset += n
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in selected]
+    final_tmp = None
+    try:
+        with torch.no_grad():
+            if isinstance(inputs, dict):
+                model(**inputs)
+            elif isinstance(inputs, (tuple, list)):
+                model(*inputs)
+            else:
+                model(inputs)
+        data.flush()
+        header = {"__metadata__": {"source": "fp4emu.torch.dump_activations", "modules": modules}}
+        for name, st, shape, b, e in entries:
+            header[name] = {"dtype": st, "shape": shape, "data_offsets": [b, e]}
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-(8 + len(text)) % 8)  # data starts on an 8-byte boundary
+        fd, final_tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".tmp.")
+        with os.fdopen(fd, "wb") as out:
+            out.write(len(text).to_bytes(8, "little"))
+            out.write(text)
+            data.seek(0)
+            while chunk := data.read(1 << 24):
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(final_tmp, path)
+        final_tmp = None
+    finally:
+        for h in handles:
+            h.remove()
+        data.close()
+        os.unlink(data.name)
+        if final_tmp is not None:
+            os.unlink(final_tmp)
+    return [e[0] for e in entries]

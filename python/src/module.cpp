@@ -1,0 +1,544 @@
+// fp4emu._core: the library's quantize / fake-quant / dequantize, packed
+// files, GEMM, compare, identify and golden suites for Python. Thin: every
+// number is computed by the library; this file only converts arrays and
+// options. The pure-Python package (python/fp4emu/) adds torch and ml_dtypes
+// inputs, defaults and docstrings.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "fp4emu/analysis/compare.hpp"
+#include "fp4emu/analysis/identify.hpp"
+#include "fp4emu/analysis/sparsity.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/gemm/gemm.hpp"
+#include "fp4emu/golden/suite.hpp"
+#include "fp4emu/io/array.hpp"
+#include "fp4emu/quant/packed_io.hpp"
+#include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/version.hpp"
+
+namespace py = pybind11;
+using namespace fp4emu;
+
+namespace {
+
+// ---- errors ---------------------------------------------------------------------
+// I/O failures (a file that cannot be opened or written) reach Python as
+// OSError, bad input as ValueError (the translator below), both with the
+// library's message.
+struct PyOSError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `fn`; an InputError while `path` cannot be read (or, for an output,
+// once the input checks have passed) is an I/O failure.
+template <class Fn>
+auto file_call(const std::filesystem::path& path, bool output, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const InputError& e) {
+    if (output || ::access(path.c_str(), R_OK) != 0) throw PyOSError(e.what());
+    throw;
+  }
+}
+
+// ---- inputs -----------------------------------------------------------------------
+InputDType parse_input_dtype(const std::string& name) {
+  if (name == "f32") return InputDType::f32;
+  if (name == "bf16") return InputDType::bf16;
+  if (name == "f16") return InputDType::f16;
+  throw InputError(fmt::format("input_dtype '{}' is unknown; use f32, bf16 or f16", name));
+}
+
+// The library's Tensor from a C-contiguous numpy array whose element type
+// matches `dtype` (float32, or uint16 bits for bf16/f16; the Python layer
+// has relabelled and made it contiguous).
+// TODO(view API): pass the buffer to the non-owning quantize instead of
+// widening it into a Tensor.
+Tensor to_tensor(const py::array& x, InputDType dtype) {
+  const bool f32 = dtype == InputDType::f32;
+  if (!(x.flags() & py::array::c_style))
+    throw InputError("the input array is not C-contiguous; pass np.ascontiguousarray(x)");
+  if (f32 ? !py::isinstance<py::array_t<float>>(x) : x.itemsize() != 2)
+    throw InputError(fmt::format("input of numpy dtype {} does not hold {} values", std::string(py::str(x.dtype())),
+                                 f32 ? "float32" : "16-bit"));
+  Tensor t;
+  t.shape.assign(x.shape(), x.shape() + x.ndim());
+  t.data.resize(static_cast<size_t>(x.size()));
+  const auto* bytes = static_cast<const uint8_t*>(x.data());
+  const size_t n = static_cast<size_t>(x.nbytes());
+  if (f32) {
+    if (n) std::memcpy(t.data.data(), bytes, n);
+  } else {
+    io::widen_to_f32(dtype == InputDType::bf16 ? io::DType::bf16 : io::DType::f16, {bytes, n}, t.data);
+  }
+  return t;
+}
+
+Tensor to_dense_f32(const py::array& x) { return to_tensor(x, InputDType::f32); }
+
+// A numpy array that owns `v` (moved, not copied).
+template <class T>
+py::array owning_array(std::vector<T>&& v, const std::vector<int64_t>& shape) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(std::vector<py::ssize_t>(shape.begin(), shape.end()), heap->data(), owner);
+}
+
+// A read-only numpy view of bytes owned by `owner` (a Packed), reinterpreted
+// as T.
+template <class T>
+py::array view_of(const std::vector<uint8_t>& bytes, const std::vector<int64_t>& shape, py::handle owner) {
+  py::array_t<T> a(std::vector<py::ssize_t>(shape.begin(), shape.end()),
+                   reinterpret_cast<const T*>(bytes.data()), owner);
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+template <class E, class Parse>
+std::optional<E> parse_opt(const std::optional<std::string>& name, const char* option, Parse parse,
+                           const char* accepted) {
+  if (!name) return std::nullopt;
+  const auto v = parse(*name);
+  if (!v) throw InputError(fmt::format("{}='{}' is unknown; use {}", option, *name, accepted));
+  return *v;
+}
+
+Impl parse_impl_arg(const std::string& name) {
+  const auto v = parse_impl(name);
+  if (!v) throw InputError(fmt::format("impl='{}' is unknown; use auto, reference or fast", name));
+  return *v;
+}
+
+int check_threads(int threads) {
+  // The CLI's rule (README "Command line"): 0 is OpenMP's default, else 1..1024.
+  if (threads < 0 || threads > 1024)
+    throw InputError(fmt::format("threads={} is out of range; use 0 (every hardware thread) or 1 to 1024", threads));
+  return threads;
+}
+
+QuantOptions quant_options(const std::string& recipe, int axis, const std::optional<std::string>& rounding,
+                           const std::optional<std::string>& tail, std::optional<float> global_amax,
+                           const std::optional<std::string>& nibble_order,
+                           const std::optional<std::string>& scale_bit_order, InputDType dtype, int threads,
+                           const std::string& impl) {
+  QuantOptions o;
+  o.recipe = recipe;
+  o.axis = axis;
+  o.rounding = parse_opt<Rounding>(rounding, "rounding", parse_rounding, "rne, rha, rtz or tiesToZero");
+  o.tail = parse_opt<TailPolicy>(tail, "tail", parse_tail, "pad or error");
+  o.nibble_order =
+      parse_opt<NibbleOrder>(nibble_order, "nibble_order", parse_nibble_order, "low_first, high_first or split_half");
+  o.scale_bit_order =
+      parse_opt<ScaleBitOrder>(scale_bit_order, "scale_bit_order", parse_scale_bit_order, "lsb_first or msb_first");
+  o.global_amax = global_amax;
+  o.input_dtype = dtype;
+  o.threads = check_threads(threads);
+  o.impl = parse_impl_arg(impl);
+  return o;
+}
+
+StoredScaleLayout parse_layout(const std::string& name, Format f) {
+  const std::optional<StoredScaleLayout> layout = parse_stored_scale_layout(name);
+  if (!layout || !layout_applies(*layout, f))
+    throw InputError(fmt::format("scale_layout '{}' {}; {} scales take linear or {}", name,
+                                 layout ? "does not apply to " + std::string(format_name(f)) : "is unknown",
+                                 format_name(f), f == Format::hif4 ? "hif4_cube" : "swizzled_128x4"));
+  return *layout;
+}
+
+// ---- packed tensors -------------------------------------------------------------
+struct Packed {
+  PackedTensor p;
+  StoredScaleLayout layout = StoredScaleLayout::linear;
+  std::vector<uint8_t> stored_scales;  // `p.scales` in `layout`
+};
+
+std::shared_ptr<Packed> make_packed(PackedTensor&& p, StoredScaleLayout layout) {
+  auto out = std::make_shared<Packed>();
+  out->stored_scales = store_scales(p, layout);
+  out->p = std::move(p);
+  out->layout = layout;
+  return out;
+}
+
+py::array packed_codes(py::object self) {
+  const Packed& k = self.cast<const Packed&>();
+  return view_of<uint8_t>(k.p.codes, k.p.stored_shape(k.p.padded_len / 2), self);
+}
+
+py::array packed_scales(py::object self) {
+  const Packed& k = self.cast<const Packed&>();
+  const std::vector<int64_t> shape = stored_scales_shape(k.p, k.layout);
+  if (k.layout == StoredScaleLayout::linear && k.p.format == Format::hif4)
+    return view_of<uint32_t>(k.stored_scales, shape, self);
+  return view_of<uint8_t>(k.stored_scales, shape, self);
+}
+
+py::object packed_global_scale(const Packed& k) {
+  if (k.p.format != Format::nvfp4) return py::none();
+  return py::array_t<float>(3, std::vector<float>{k.p.global_amax, k.p.global_encode_scale,
+                                                  k.p.global_decode_scale}.data());
+}
+
+py::array dequantize_packed(const Packed& k, int threads, const std::string& impl) {
+  DequantOptions o;
+  o.threads = check_threads(threads);
+  o.impl = parse_impl_arg(impl);
+  Tensor y;
+  {
+    py::gil_scoped_release unlocked;
+    y = dequantize(k.p, o);
+  }
+  return owning_array(std::move(y.data), y.shape);
+}
+
+// ---- compare ----------------------------------------------------------------------
+// The keys and values of `fp4emu compare --json` (cmd_compare.cpp metrics_json).
+py::dict metrics(const ErrorStats& s, double bits) {
+  py::dict d;
+  const std::optional<double> sat = s.saturation_ratio();
+  d["n"] = s.count;
+  d["n_nonzero"] = s.nonzero;
+  d["n_underflow"] = s.flushed;
+  d["underflow_ratio"] = s.underflow_ratio();
+  d["n_zero_after"] = s.zero_after;
+  d["zero_ratio_after"] = s.zero_ratio();
+  d["n_saturated"] = s.saturated ? py::object(py::int_(*s.saturated)) : py::object(py::none());
+  d["saturation_ratio"] = sat ? py::object(py::float_(*sat)) : py::object(py::none());
+  d["nan_in"] = s.nan_in;
+  d["inf_in"] = s.inf_in;
+  d["nonfinite_out"] = s.nonfinite_out;
+  d["qsnr_db"] = s.qsnr_db();
+  d["nmse"] = s.nmse();
+  d["rel_l2"] = s.rel_l2();
+  d["cosine"] = s.cosine();
+  d["max_abs_error"] = s.max_abs_error;
+  d["signal_energy"] = s.signal_energy;
+  d["error_energy"] = s.error_energy;
+  d["bits_per_element"] = bits;
+  return d;
+}
+
+py::dict compare(const py::array& x, const std::string& dtype, const std::vector<std::string>& ids, int axis,
+                 const std::optional<std::string>& tail) {
+  CompareOptions o;
+  o.axis = axis;
+  o.tail = parse_opt<TailPolicy>(tail, "tail", parse_tail, "pad or error");
+  std::vector<const Recipe*> recipes;
+  for (const std::string& id : ids) {
+    const Recipe* r = find_recipe(id);
+    if (!r) r = parse_format(id) ? &default_recipe(*parse_format(id)) : nullptr;
+    if (!r) throw InputError(fmt::format("recipe '{}' is unknown; fp4emu.recipes() lists the recipe ids", id));
+    recipes.push_back(r);
+  }
+  const InputDType d = parse_input_dtype(dtype);
+  const Tensor t = to_tensor(x, d);
+  check_compare(t.shape, recipes, o);
+  std::vector<RecipeResult> results;
+  {
+    py::gil_scoped_release unlocked;
+    for (const Recipe* r : recipes) results.push_back(compare_recipe(t, d, *r, o));
+  }
+  py::dict out;
+  for (const RecipeResult& r : results) {
+    py::dict m = r.skipped.empty() ? metrics(r.stats, r.bits_per_element) : py::dict();
+    if (!r.skipped.empty()) m["skipped"] = r.skipped;
+    m["format"] = std::string(format_name(r.recipe->format));
+    out[py::str(std::string(r.recipe->id))] = m;
+  }
+  return out;
+}
+
+// ---- gemm -----------------------------------------------------------------------
+py::array gemm_call(const py::object& a, const py::object& b, const std::string& model, int blocks_per_step,
+                    std::optional<float> alpha, int threads, const std::string& impl) {
+  GemmOptions o;
+  const auto m = parse_gemm_model(model);
+  if (!m) throw InputError(fmt::format("model='{}' is unknown; use exact, block_fp32, fma_fp32 or fast", model));
+  o.model = *m;
+  if (blocks_per_step < 1) throw InputError(fmt::format("blocks_per_step={} must be at least 1", blocks_per_step));
+  o.blocks_per_step = blocks_per_step;
+  o.alpha = alpha;
+  o.threads = check_threads(threads);
+  if (impl == "scalar") o.impl = GemmImpl::scalar;
+  else if (impl != "simd") throw InputError(fmt::format("impl='{}' is unknown; use simd or scalar", impl));
+  // Dense operands are converted here; packed ones are used in place.
+  std::optional<Tensor> da, db;
+  auto operand = [](const py::object& v, std::optional<Tensor>& dense, const char* side) -> GemmOperand {
+    if (py::isinstance<Packed>(v)) return GemmOperand(v.cast<const Packed&>().p);
+    if (!py::isinstance<py::array_t<float>>(v))
+      throw InputError(fmt::format("operand {} must be a Packed (fp4emu.quantize) or a float32 matrix", side));
+    dense = to_dense_f32(v.cast<py::array>());
+    return GemmOperand(*dense);
+  };
+  const GemmOperand ga = operand(a, da, "a"), gb = operand(b, db, "b");
+  Tensor c;
+  {
+    py::gil_scoped_release unlocked;
+    c = gemm(ga, gb, o);
+  }
+  return owning_array(std::move(c.data), c.shape);
+}
+
+// ---- identify ----------------------------------------------------------------------
+py::dict identify_call(const py::array& x, const std::string& dtype, const std::string& format,
+                       const std::optional<py::array>& codes, const std::optional<py::array>& scales,
+                       const std::optional<py::array>& values, int axis, std::optional<float> global_amax,
+                       int threads, int top) {
+  analysis::IdentifyOptions o;
+  const auto f = parse_format(format);
+  if (!f) throw InputError(fmt::format("format '{}' is unknown; use hif4, mxfp4 or nvfp4", format));
+  o.format = *f;
+  o.axis = axis;
+  o.global_amax = global_amax;
+  o.input_dtype = parse_input_dtype(dtype);
+  o.threads = check_threads(threads);
+  const Tensor t = to_tensor(x, o.input_dtype);
+  analysis::KernelOutput k;
+  auto bytes = [](const py::array& a) {
+    const auto* p = static_cast<const uint8_t*>(a.data());
+    return std::vector<uint8_t>(p, p + a.nbytes());
+  };
+  if (codes) k.codes = bytes(*codes);
+  if (scales) k.scales = bytes(*scales);
+  if (values) k.values = to_dense_f32(*values).data;
+  if (!codes && !scales && !values)
+    throw InputError("no kernel output given: pass output=, packed=, or codes= and/or scales=");
+  analysis::IdentifyResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = analysis::identify(t, k, o);
+  }
+  py::dict d;
+  d["text"] = analysis::identify_text(r, top);
+  d["json"] = analysis::identify_json(r);
+  d["exact"] = r.exact();
+  d["best"] = r.ranked.empty() ? py::object(py::none()) : py::object(py::str(r.ranked.front().label()));
+  return d;
+}
+
+// ---- golden -------------------------------------------------------------------------
+py::dict golden_generate(const std::filesystem::path& out, const std::vector<std::string>& formats,
+                         const std::vector<std::string>& recipes, const std::vector<std::string>& families,
+                         const std::vector<std::string>& cases, int level, uint64_t seed, int threads) {
+  golden::GenerateOptions o;
+  o.formats = formats;
+  o.recipes = recipes;
+  o.families = families;
+  o.cases = cases;
+  o.level = level;
+  o.seed = seed;
+  o.threads = check_threads(threads);
+  golden::GenerateSummary s;
+  {
+    py::gil_scoped_release unlocked;
+    s = golden::generate_suite(out, o);
+  }
+  py::dict d;
+  d["cases"] = s.cases;
+  d["files"] = s.files;
+  d["bytes"] = s.bytes;
+  return d;
+}
+
+py::dict golden_verify(const std::filesystem::path& suite, const std::filesystem::path& candidate, int max_report,
+                       bool strict, bool skip_missing, const std::vector<std::string>& families,
+                       const std::vector<std::string>& cases, const std::vector<std::string>& recipes) {
+  golden::VerifyOptions o;
+  if (max_report < 0) throw InputError(fmt::format("max_report={} must be >= 0", max_report));
+  o.max_report = max_report;
+  o.strict = strict;
+  o.skip_missing = skip_missing;
+  o.filter.families = families;
+  o.filter.cases = cases;
+  o.filter.recipes = recipes;
+  golden::VerifyReport r;
+  {
+    py::gil_scoped_release unlocked;
+    r = file_call(suite, false, [&] { return golden::verify_suite(suite, candidate, o); });
+  }
+  py::dict d;
+  d["json"] = golden::report_json(r);
+  d["text"] = golden::report_text(r);
+  d["exit_code"] = r.exit_code();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fp4emu's C++ library (bit-exact HiF4, MXFP4, NVFP4); use the fp4emu package, not this module";
+  m.attr("__version__") = std::string(kVersion);
+
+  static py::exception<PyOSError> os_error(m, "_OSErrorBase", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const PyOSError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  m.def("formats", [] {
+    py::list out;
+    for (Format f : {Format::hif4, Format::mxfp4, Format::nvfp4}) {
+      py::dict d;
+      d["format"] = std::string(format_name(f));
+      d["block_size"] = block_size(f);
+      d["scale_bytes_per_block"] = scale_bytes_per_block(f);
+      d["default_recipe"] = std::string(default_recipe(f).id);
+      out.append(d);
+    }
+    return out;
+  });
+
+  // The fields of `fp4emu formats --json`.
+  m.def("recipes", [] {
+    py::list out;
+    for (const Recipe& r : all_recipes()) {
+      py::list allowed;
+      for (Rounding x : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp})
+        if (r.allowed_roundings & rounding_bit(x)) allowed.append(std::string(to_string(x)));
+      py::dict d;
+      d["id"] = std::string(r.id);
+      d["format"] = std::string(format_name(r.format));
+      d["default"] = r.is_default;
+      d["bits_version"] = r.bits_version;
+      d["summary"] = std::string(r.summary);
+      d["spec"] = std::string(r.spec_ref);
+      d["element_rounding"] = std::string(to_string(r.element_rounding));
+      d["allowed_roundings"] = allowed;
+      d["tail"] = std::string(to_string(r.default_tail));
+      d["nibble_order"] = std::string(to_string(r.nibble_order));
+      d["fake_quant_only"] = r.fake_quant_only;
+      d["bf16_input_only"] = r.bf16_input_only;
+      out.append(d);
+    }
+    return out;
+  });
+
+  m.def(
+      "fake_quant",
+      [](const py::array& x, const std::string& dtype, const std::string& recipe, int axis,
+         const std::optional<std::string>& rounding, const std::optional<std::string>& tail,
+         std::optional<float> global_amax, int threads, const std::string& impl) {
+        const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, std::nullopt, std::nullopt,
+                                             parse_input_dtype(dtype), threads, impl);
+        const Tensor t = to_tensor(x, o.input_dtype);
+        Tensor y;
+        {
+          py::gil_scoped_release unlocked;
+          fake_quant(t, o, y);
+        }
+        return owning_array(std::move(y.data), y.shape);
+      },
+      py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("axis"), py::arg("rounding"),
+      py::arg("tail"), py::arg("global_amax"), py::arg("threads"), py::arg("impl"));
+
+  py::class_<Packed, std::shared_ptr<Packed>>(m, "Packed")
+      .def_property_readonly("codes", &packed_codes)
+      .def_property_readonly("scales", &packed_scales)
+      .def_property_readonly("global_scale", &packed_global_scale)
+      .def_property_readonly("recipe", [](const Packed& k) { return k.p.recipe_id; })
+      .def_property_readonly("format", [](const Packed& k) { return std::string(format_name(k.p.format)); })
+      .def_property_readonly("shape", [](const Packed& k) { return py::tuple(py::cast(k.p.shape)); })
+      .def_property_readonly("axis", [](const Packed& k) { return k.p.axis; })
+      .def_property_readonly("scale_layout", [](const Packed& k) { return std::string(to_string(k.layout)); })
+      .def_property_readonly("meta", [](const Packed& k) { return packed_metadata(k.p); })
+      .def("dequantize", &dequantize_packed, py::arg("threads") = 0, py::arg("impl") = "auto")
+      .def(
+          "save",
+          [](const Packed& k, const std::filesystem::path& path) {
+            py::gil_scoped_release unlocked;
+            file_call(path, true, [&] { write_packed(path, k.p, k.layout); });
+          },
+          py::arg("path"))
+      .def("with_scale_layout", [](const Packed& k, const std::string& layout) {
+        PackedTensor p = k.p;
+        return make_packed(std::move(p), parse_layout(layout, k.p.format));
+      });
+
+  m.def(
+      "quantize",
+      [](const py::array& x, const std::string& dtype, const std::string& recipe, int axis,
+         const std::optional<std::string>& rounding, const std::optional<std::string>& tail,
+         std::optional<float> global_amax, const std::optional<std::string>& nibble_order,
+         const std::optional<std::string>& scale_bit_order, const std::string& scale_layout, int threads,
+         const std::string& impl) {
+        const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, nibble_order,
+                                             scale_bit_order, parse_input_dtype(dtype), threads, impl);
+        const Tensor t = to_tensor(x, o.input_dtype);
+        PackedTensor p;
+        {
+          py::gil_scoped_release unlocked;
+          quantize(t, o, p);
+        }
+        return make_packed(std::move(p), parse_layout(scale_layout, p.format));
+      },
+      py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("axis"), py::arg("rounding"),
+      py::arg("tail"), py::arg("global_amax"), py::arg("nibble_order"), py::arg("scale_bit_order"),
+      py::arg("scale_layout"), py::arg("threads"), py::arg("impl"));
+
+  m.def(
+      "load",
+      [](const std::filesystem::path& path) {
+        PackedTensor p;
+        {
+          py::gil_scoped_release unlocked;
+          p = file_call(path, false, [&] { return read_packed(path); });
+        }
+        // read_packed undoes any stored layout: the scales come back linear.
+        return make_packed(std::move(p), StoredScaleLayout::linear);
+      },
+      py::arg("path"));
+
+  m.def("compare", &compare, py::arg("x"), py::arg("input_dtype"), py::arg("recipes"), py::arg("axis"),
+        py::arg("tail"));
+  m.def("gemm", &gemm_call, py::arg("a"), py::arg("b"), py::arg("model"), py::arg("blocks_per_step"),
+        py::arg("alpha"), py::arg("threads"), py::arg("impl"));
+  m.def("identify", &identify_call, py::arg("x"), py::arg("input_dtype"), py::arg("format"), py::arg("codes"),
+        py::arg("scales"), py::arg("values"), py::arg("axis"), py::arg("global_amax"), py::arg("threads"),
+        py::arg("top"));
+  m.def("golden_generate", &golden_generate, py::arg("out"), py::arg("formats"), py::arg("recipes"),
+        py::arg("families"), py::arg("cases"), py::arg("level"), py::arg("seed"), py::arg("threads"));
+  m.def("golden_verify", &golden_verify, py::arg("suite"), py::arg("candidate"), py::arg("max_report"),
+        py::arg("strict"), py::arg("skip_missing"), py::arg("families"), py::arg("cases"), py::arg("recipes"));
+
+  // The keep mask of a Rollout-ResQ sparsity pattern on a rows x cols float32
+  // matrix (analysis/sparsity.hpp).
+  m.def(
+      "sparsity_mask",
+      [](const py::array_t<float, py::array::c_style>& values, const std::string& pattern) {
+        if (values.ndim() != 2) throw InputError("sparsity_mask needs a 2-D (tokens x features) float32 array");
+        const analysis::SparsityPattern s = analysis::parse_pattern(pattern);
+        const int64_t rows = values.shape(0), cols = values.shape(1);
+        std::vector<uint8_t> mask;
+        {
+          py::gil_scoped_release unlocked;
+          mask = analysis::sparsity_mask(s, {values.data(), static_cast<size_t>(values.size())}, rows, cols);
+        }
+        return owning_array(std::move(mask), {rows, cols});
+      },
+      py::arg("values"), py::arg("pattern"));
+}
