@@ -92,7 +92,7 @@ TEST(StochasticCodec, SpecialValues) {
   EXPECT_THROW(encode(kE2M1, 1.25, Rounding::stochastic, Overflow::saturate), std::invalid_argument);
 }
 
-// mxfp4.md EX-M6 / nvfp4.md EX-N8: y = fp32(2.4), floor(256 delta) = 102,
+// docs/spec/mxfp4.md §8 EX-M6 / docs/spec/nvfp4.md §8 EX-N8: y = fp32(2.4), floor(256 delta) = 102,
 // rounds up iff r >= 154.
 TEST(StochasticCodec, WorkedExampleEXM6) {
   EXPECT_EQ(e2m1_encode_sr(2.4f, 0x9A), 0x5);

@@ -84,7 +84,7 @@ uint32_t encode_impl(const MinifloatTraits& t, double x, Rounding r, uint32_t rb
   if (std::isnan(x)) {
     if (t.specials == SpecialCodes::none) return max_code;  // CUDA: NaN -> +MAXNORM
     // The canonical (positive) NaN whatever the input's sign: the header
-    // contract, and CUDA's float->fp8 E4M3 conversion (nvfp4.md §2.1), which
+    // contract, and CUDA's float->fp8 E4M3 conversion (docs/spec/nvfp4.md §2.1), which
     // gives 0x7F for -NaN, not 0xFF.
     return nan_code(t);
   }
@@ -171,7 +171,7 @@ uint32_t encode_stochastic(const MinifloatTraits& t, double x, uint8_t rbits, Ov
 
 float e6m2_reciprocal_bf16(uint8_t code) {
   if (code == 0xFF) return std::numeric_limits<float>::quiet_NaN();
-  // hif4.md §2: exact reciprocal rounded once to bf16. 1/(1+M/4) rounds to
+  // docs/spec/hif4.md §2: exact reciprocal rounded once to bf16. 1/(1+M/4) rounds to
   // these four bf16 significands; the exponent part is exact.
   static constexpr float kMantissaReciprocal[4] = {1.0f, 205.0f / 256.0f, 171.0f / 256.0f,
                                                    146.0f / 256.0f};
