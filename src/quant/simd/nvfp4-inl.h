@@ -1,9 +1,18 @@
-// Per-target NVFP4 block kernels for NVFP4_TE (nvfp4.te, the NVIDIA kernel
-// recipe): the fp32 operation sequence of quantize_te in
-// src/quant/reference/nvfp4.cpp, in the same order, one block of 16 at a time.
-// The scale steps of four blocks run together, lanes across blocks: a vector
-// reduction, division and broadcast per 16 elements would cost more than the
-// elements.
+// Per-target NVFP4 block kernels for every NVFP4 recipe: the fp32 operation
+// sequences of src/quant/reference/nvfp4.cpp, in the same order.
+//
+// One kernel, templated over a scale policy (NvTe, NvCutlassEpi, NvCudnn,
+// NvTorchao, NvModelopt, NvCt, NvModeloptFq): each policy is the block-scale
+// step of one library (nvfp4.cpp quantize_<rule>) and the traits of its E2M1
+// step (multiply or divide, sign rule, NaN code). The recipe's other
+// parameters (amax NaN rule, device, 16x16 tiles, decode order) are data read
+// at run time. Two rules whose element step differs in kind have kernels of
+// their own: te_4over6 (two candidate scales and a block error) and ggml
+// (an argmin over ggml's value table).
+//
+// The scale steps of kNvGroup blocks run together, lanes across blocks: a
+// vector reduction, division and broadcast per 16 elements would cost more
+// than the elements.
 #if defined(FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_
@@ -11,10 +20,13 @@
 #define FP4EMU_SRC_QUANT_SIMD_NVFP4_INL_H_
 #endif
 
+#include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "codec-inl.h"
+#include "fp4emu/quant/nvfp4_params.hpp"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -22,19 +34,34 @@ namespace fp4emu::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int kNvBlock = 16;
-constexpr int kNvNanScale = 0x7F;
+constexpr int kNvGroup = 4;
+constexpr int32_t kNvNanScale = 0x7F;
 using NvTag = hn::CappedTag<float, kNvBlock>;
+using NvGroupTag = hn::CappedTag<float, kNvGroup>;
 
-// Per-tensor constants of NVFP4_TE (nvfp4.md §4.1 step 1-2).
+constexpr float kNvRn16 = 1.0f / 6.0f;  // nvfp4.cpp kRN16, folded with one RNE rounding
+constexpr float kNvFltMax = std::numeric_limits<float>::max();
+constexpr float kNvE4m3Tiny = 0.015625f;  // torchao's E4M3_EPS
+
+// Per-tensor constants and the recipe's run-time parameters.
 struct NvTensorConstants {
-  float encode_rn16;  // m = fp32(S_enc * RN16)
-  float decode;       // S_dec
-  float global_amax;  // G, for TE's dequantize
-  float factor_inv;   // fp32(1/(6*M)), for TE's dequantize
+  float s_enc = 1.0f, s_dec = 1.0f, g = 0.0f;
+  float m = 0.0f;            // fp32(S_enc * RN16) (te, cutlass_epi)
+  float six_m = 2688.0f;     // 6*M (te_4over6's candidate decode)
+  NvAmaxNan amax_nan = NvAmaxNan::drop;
+  bool cuda = true;          // PyTorch CUDA: a / 6 is a * RN16
+  bool bf16_quotient = false;  // ct's triton path
+  bool select_mse = false;     // te_4over6
+  // Decode of a block: fp32(q * factor[scale byte]), then * S_dec when
+  // two_step (reference::nvfp4_decode_factor; code 0x8 is +0 when positive_zero).
+  const float* factor = nullptr;
+  bool two_step = false;
+  bool positive_zero = false;
 };
 
-// Block amax reduced with fmaxf (NvAmaxNan::drop): NaN lanes never win.
-// Magnitude bits with NaN lanes zeroed, integer max: the exact maximum.
+// ---- Block amax --------------------------------------------------------------
+
+// Magnitude bits with NaN lanes zeroed: their integer max is fmaxf's amax.
 template <class D>
 HWY_INLINE IntVec<D> AbsBitsDroppingNan(D d, hn::Vec<D> v) {
   const hn::RebindToSigned<D> di;
@@ -42,36 +69,190 @@ HWY_INLINE IntVec<D> AbsBitsDroppingNan(D d, hn::Vec<D> v) {
   return hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits);
 }
 
-struct NvBlock {
-  hn::Vec<NvTag> scale;   // fp32(ue4m3 s), broadcast
-  hn::Vec<NvTag> encode;  // enc_b, broadcast
-  hn::Vec<NvTag> factor;  // TE's dequantize factor fp32(fp32(s * G) * fp32(1/(6*M))), broadcast
-};
-
-// The scale steps of kNvGroup consecutive blocks at once (one division per
-// group instead of per block): lanes across blocks.
-constexpr int kNvGroup = 4;
-struct NvGroupScales {
-  alignas(16) float scale[kNvGroup];
-  alignas(16) float encode[kNvGroup];
-  alignas(16) float factor[kNvGroup];
-  NvBlock block(int b) const {
-    const NvTag d;
-    return {hn::Set(d, scale[b]), hn::Set(d, encode[b]), hn::Set(d, factor[b])};
-  }
-};
-
-HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float* HWY_RESTRICT x) {
+// nvfp4.cpp reduce_amax over one block of 16. drop: NaN never wins;
+// propagate: any NaN gives a NaN (whose payload no later step reads);
+// maxnum: NaN only when all 16 are NaN.
+HWY_INLINE float NvBlockAmax(NvAmaxNan rule, const float* HWY_RESTRICT x) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
-  float amax[kNvGroup];
-  for (int b = 0; b < kNvGroup; ++b) {
-    auto acc = hn::Zero(di);
-    for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d)))
-      acc = hn::Max(acc, AbsBitsDroppingNan(d, hn::LoadU(d, x + b * kNvBlock + i)));
-    amax[b] = hn::GetLane(hn::BitCast(d, hn::MaxOfLanes(di, acc)));
+  const int n = static_cast<int>(hn::Lanes(d));
+  auto max_bits = hn::Zero(di);
+  auto min_bits = hn::Set(di, kAbsMask);
+  for (int i = 0; i < kNvBlock; i += n) {
+    const auto bits = AbsBits(d, hn::LoadU(d, x + i));
+    if (rule == NvAmaxNan::drop) {
+      max_bits = hn::Max(max_bits, hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits));
+    } else if (rule == NvAmaxNan::propagate) {
+      max_bits = hn::Max(max_bits, bits);
+    } else {
+      max_bits = hn::Max(max_bits, hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits));
+      min_bits = hn::Min(min_bits, bits);
+    }
   }
-  const hn::CappedTag<float, kNvGroup> dg;
+  int32_t a = hn::GetLane(hn::MaxOfLanes(di, max_bits));
+  if (rule == NvAmaxNan::maxnum && hn::GetLane(hn::MinOfLanes(di, min_bits)) > kInfBits) a = kQuietNanBits;
+  return std::bit_cast<float>(a);
+}
+
+// ---- UE4M3 roundings the policies need beyond Ue4m3RneSatGrid ---------------
+
+// PyTorch `.to(torch.float8_e4m3fn)` (torch_to_float8_e4m3fn) decoded, for
+// p >= 0 or NaN: RNE; what rounds above 448 (p > 464, Inf) and NaN give NaN.
+template <class D>
+HWY_INLINE hn::Vec<D> Ue4m3TorchGrid(D d, hn::Vec<D> p) {
+  const hn::RebindToSigned<D> di;
+  const auto finite = hn::IfThenZeroElse(hn::IsNaN(p), hn::Min(p, hn::Set(d, 512.0f)));
+  const auto exponent = hn::And(hn::BitCast(di, finite), hn::Set(di, kExponentMask));
+  const auto magic = hn::Add(hn::Max(exponent, hn::Set(di, 121 << 23)), hn::Set(di, 20 << 23));
+  const auto grid = RoundToQuantum<Rounding::rne>(d, finite, hn::BitCast(d, magic));
+  const auto nan = hn::Or(hn::IsNaN(p), hn::Gt(grid, hn::Set(d, 448.0f)));
+  return hn::IfThenElse(nan, hn::BitCast(d, hn::Set(di, kQuietNanBits)), grid);
+}
+
+// ue4m3_encode(p, rtp, saturate) decoded, for p >= 0, not NaN: round up on
+// the grid, at most 448.
+template <class D>
+HWY_INLINE hn::Vec<D> Ue4m3RtpSatGrid(D d, hn::Vec<D> p) {
+  const hn::RebindToSigned<D> di;
+  p = hn::Min(p, hn::Set(d, 448.0f));
+  const auto exponent = hn::And(hn::BitCast(di, p), hn::Set(di, kExponentMask));
+  const auto magic = hn::BitCast(d, hn::Add(hn::Max(exponent, hn::Set(di, 121 << 23)), hn::Set(di, 20 << 23)));
+  const auto nearest = RoundToQuantum<Rounding::rne>(d, p, magic);
+  const auto quantum = hn::Mul(magic, hn::Set(d, 0x1p-23f));  // exact
+  return hn::IfThenElse(hn::Lt(nearest, p), hn::Add(nearest, quantum), nearest);
+}
+
+// UE4M3 code of a grid value, NaN -> 0x7F.
+template <class D>
+HWY_INLINE IntVec<D> Ue4m3CodeOrNan(D d, hn::Vec<D> s) {
+  const hn::RebindToSigned<D> di;
+  const auto nan = hn::IsNaN(s);
+  const auto code = Ue4m3Code(d, hn::IfThenZeroElse(nan, s));
+  return hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, kNvNanScale), code);
+}
+
+// torch.clamp(v, lo, hi): NaN passes through.
+template <class D>
+HWY_INLINE hn::Vec<D> TorchClamp(D d, hn::Vec<D> v, float lo, float hi) {
+  return hn::IfThenElse(hn::IsNaN(v), v, hn::Min(hn::Max(v, hn::Set(d, lo)), hn::Set(d, hi)));
+}
+
+// a / 6 as the library evaluates it: `tensor / 6.0` in PyTorch is a * RN16 on CUDA.
+template <class D>
+HWY_INLINE hn::Vec<D> DivSixTorch(D d, const NvTensorConstants& t, hn::Vec<D> a) {
+  return t.cuda ? hn::Mul(a, hn::Set(d, kNvRn16)) : hn::Div(a, hn::Set(d, 6.0f));
+}
+
+// ---- Scale policies ------------------------------------------------------------
+// Scale(t, a, s, e): from the block amaxes a (lanes across blocks) the decoded
+// UE4M3 scale s (NaN for code 0x7F) and the element step's operand e.
+// kDivide: y = x / e, else y = x * e. kSignLessThanZero: the code's sign is
+// y < 0 (-0 -> 0x0) instead of the sign bit. kNanCode: the code of a NaN y.
+
+// NVFP4_TE / TE_2D (quantize_te).
+struct NvTe {
+  static constexpr bool kDivide = false, kSignLessThanZero = false, kZeroDivisorKeepsSign = false;
+  static constexpr int32_t kNanCode = 0x7;
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const auto p = hn::Min(hn::Mul(a, hn::Set(d, t.m)), hn::Set(d, kNvFltMax));
+    s = Ue4m3RneSatGrid(d, p);
+    e = hn::Min(hn::Div(hn::Set(d, 1.0f), hn::Mul(s, hn::Set(d, t.s_dec))), hn::Set(d, kNvFltMax));
+  }
+};
+
+// NVFP4_CUTLASS_EPI (quantize_cutlass_epi); a NaN amax makes s NaN and e NaN.
+struct NvCutlassEpi {
+  static constexpr bool kDivide = false, kSignLessThanZero = false, kZeroDivisorKeepsSign = false;
+  static constexpr int32_t kNanCode = 0x7;
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const auto pv = hn::Mul(a, hn::Set(d, t.m));
+    s = hn::IfThenElse(hn::IsNaN(pv), pv, Ue4m3RneSatGrid(d, hn::IfThenZeroElse(hn::IsNaN(pv), pv)));
+    const auto st_rcp = hn::Mul(hn::Set(d, t.s_enc), hn::Div(hn::Set(d, 1.0f), s));
+    e = hn::IfThenElse(hn::IsNaN(st_rcp), st_rcp, hn::Min(st_rcp, hn::Set(d, kNvFltMax)));
+  }
+};
+
+// NVFP4_CUDNN (quantize_cudnn): e = s * S_dec; e = 0 keeps the sign of x.
+struct NvCudnn {
+  static constexpr bool kDivide = true, kSignLessThanZero = false, kZeroDivisorKeepsSign = true;
+  static constexpr int32_t kNanCode = 0x7;
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const auto p = hn::Mul(hn::Div(a, hn::Set(d, 6.0f)), hn::Set(d, t.s_enc));
+    s = Ue4m3RtpSatGrid(d, p);
+    e = hn::Mul(s, hn::Set(d, t.s_dec));
+  }
+};
+
+// NVFP4_TORCHAO / TORCHAO_1L (quantize_torchao; S_dec = 1 for 1L).
+struct NvTorchao {
+  static constexpr bool kDivide = false, kSignLessThanZero = false, kZeroDivisorKeepsSign = false;
+  static constexpr int32_t kNanCode = 0x4;  // nvfp4.cpp torchao_nan_code
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const auto bs = DivSixTorch(d, t, a);
+    s = Ue4m3TorchGrid(d, TorchClamp(d, hn::Div(bs, hn::Set(d, t.s_dec)), kNvE4m3Tiny, 448.0f));
+    e = hn::Div(hn::Set(d, 1.0f / t.s_dec), s);
+  }
+};
+
+// NVFP4_MODELOPT (quantize_modelopt): e = s * S_dec, divided by.
+struct NvModelopt {
+  static constexpr bool kDivide = true, kSignLessThanZero = true, kZeroDivisorKeepsSign = false;
+  static constexpr int32_t kNanCode = 0x7;
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    auto p = hn::Div(a, hn::Set(d, 6.0f * t.s_dec));
+    p = hn::IfThenElse(hn::Eq(p, hn::Zero(d)), hn::Set(d, 1.0f), p);
+    s = Ue4m3TorchGrid(d, p);
+    e = hn::Mul(s, hn::Set(d, t.s_dec));
+  }
+};
+
+// NVFP4_CT (quantize_ct): e = s / S_enc, divided by; scale 0 -> 0.125.
+// Its cast (ct_cast_fp4) adds +0 first, then takes the sign bit.
+struct NvCt {
+  static constexpr bool kDivide = true, kSignLessThanZero = false, kZeroDivisorKeepsSign = false;
+  static constexpr int32_t kNanCode = 0x0;
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const auto p = TorchClamp(d, hn::Mul(hn::Set(d, t.s_enc), DivSixTorch(d, t, a)), -448.0f, 448.0f);
+    s = Ue4m3TorchGrid(d, p);
+    s = hn::IfThenElse(hn::Eq(s, hn::Zero(d)), hn::Set(d, 0.125f), s);
+    e = hn::Div(s, hn::Set(d, t.s_enc));
+  }
+};
+
+// NVFP4_MODELOPT_FQ (fake_quant_modelopt_fq): e = d, the block's divisor and factor.
+struct NvModeloptFq {
+  template <class D>
+  static HWY_INLINE void Scale(D d, const NvTensorConstants& t, hn::Vec<D> a, hn::Vec<D>& s, hn::Vec<D>& e) {
+    const float safe = t.s_dec > 0.0f ? t.s_dec : 1e-12f;
+    const auto q = hn::Div(a, hn::Set(d, 6.0f * safe));
+    const auto p = hn::IfThenElse(hn::IsNaN(q), hn::Set(d, 448.0f), hn::Min(q, hn::Set(d, 448.0f)));  // fminf
+    s = Ue4m3RneSatGrid(d, p);
+    const auto dv = hn::Mul(s, hn::Set(d, t.s_dec));
+    e = hn::IfThenElse(hn::Ge(dv, hn::Set(d, 1e-5f)), dv, hn::Set(d, 1.0f));
+  }
+};
+
+// ---- Group scale step -----------------------------------------------------------
+
+struct NvGroupScales {
+  alignas(16) float scale[kNvGroup];  // decoded UE4M3 s (NaN for 0x7F)
+  alignas(16) float elem[kNvGroup];   // the element step's operand
+  alignas(16) int32_t code[kNvGroup];  // UE4M3 code
+};
+
+// amax: the blocks' amaxes given (16x16 tiles), or null to reduce them here.
+template <class P>
+HWY_INLINE NvGroupScales NvScaleGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x,
+                                      const float* HWY_RESTRICT amax_in) {
+  float amax[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) amax[b] = amax_in ? amax_in[b] : NvBlockAmax(t.amax_nan, x + b * kNvBlock);
+  const NvGroupTag dg;
   const int lanes = static_cast<int>(hn::Lanes(dg));
   NvGroupScales g;
   for (int b = 0; b < kNvGroup; b += lanes) {
@@ -79,107 +260,253 @@ HWY_INLINE NvGroupScales NvTeGroupScales(const NvTensorConstants& t, const float
     // the scalars just stored would stall on store forwarding).
     auto a = hn::Set(dg, amax[b + lanes - 1]);
     for (int i = lanes - 2; i >= 0; --i) a = hn::IfThenElse(hn::FirstN(dg, i + 1), hn::Set(dg, amax[b + i]), a);
-    // §4.1 step 2: p = fminf(fp32(a_b * m), FLT_MAX), s = cvt.rn.satfinite.e4m3(p).
-    const auto p = hn::Min(hn::Mul(a, hn::Set(dg, t.encode_rn16)),
-                           hn::Set(dg, std::numeric_limits<float>::max()));
-    const auto s = Ue4m3RneSatGrid(dg, p);
-    // §4.1 step 3: enc_b = fminf(fp32(1 / fp32(s * S_dec)), FLT_MAX); s = 0 -> FLT_MAX.
-    const auto enc = hn::Min(hn::Div(hn::Set(dg, 1.0f), hn::Mul(s, hn::Set(dg, t.decode))),
-                             hn::Set(dg, std::numeric_limits<float>::max()));
-    // TE's dequantize (dequantize_nvfp4.cuh:69): fp32(fp32(s * G) * fp32(1/(6*M))).
-    const auto factor = hn::Mul(hn::Mul(s, hn::Set(dg, t.global_amax)), hn::Set(dg, t.factor_inv));
+    hn::Vec<NvGroupTag> s, e;
+    P::Scale(dg, t, a, s, e);
     hn::Store(s, dg, g.scale + b);
-    hn::Store(enc, dg, g.encode + b);
-    hn::Store(factor, dg, g.factor + b);
+    hn::Store(e, dg, g.elem + b);
+    hn::Store(Ue4m3CodeOrNan(dg, s), hn::RebindToSigned<NvGroupTag>(), g.code + b);
   }
   return g;
 }
 
-// §4.1 step 4: y = fp32(x * enc_b), cvt.rn.satfinite.e2m1 (NaN -> +6, code 0x7).
-template <Rounding R>
-HWY_INLINE hn::Vec<NvTag> NvSignedGrid(const NvBlock& b, hn::Vec<NvTag> v, IntVec<NvTag>* code) {
+// ---- Element step ---------------------------------------------------------------
+
+// The E2M1 code of y = x (op) e and its signed value q, as the policy's
+// library casts (cvt_satfinite_e2m1, modelopt_cast_fp4, ct_cast_fp4, or
+// torchao's NaN case). With positive_zero, q is +0 where the code is 0x8.
+template <class P, Rounding R>
+HWY_INLINE hn::Vec<NvTag> NvElement(const NvTensorConstants& t, hn::Vec<NvTag> e, bool zero_divisor,
+                                    hn::Vec<NvTag> x, IntVec<NvTag>* code) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
-  const auto y = hn::Mul(v, b.encode);
+  const auto sign_mask = hn::Set(di, INT32_MIN);
+  if constexpr (P::kZeroDivisorKeepsSign) {
+    if (zero_divisor) {  // cudnn: codes 0x0 / 0x8 from the sign of x
+      const auto sign = hn::And(hn::BitCast(di, x), sign_mask);
+      if (code) *code = hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<NvTag>(), sign)));
+      return hn::BitCast(d, sign);
+    }
+  }
+  auto y = P::kDivide ? hn::Div(x, e) : hn::Mul(x, e);
+  if constexpr (std::is_same_v<P, NvCt>) {  // ct_cast_fp4: + 0 (-0 -> +0), clamp, the triton path's bf16
+    y = hn::Add(y, hn::Zero(d));
+    if (t.bf16_quotient) {
+      const auto clamped = hn::Min(hn::Max(y, hn::Set(d, -6.0f)), hn::Set(d, 6.0f));
+      y = hn::IfThenElse(hn::IsNaN(y), y, Bf16Rne(d, clamped));
+    }
+  }
   const auto nan = hn::IsNaN(y);
-  const auto grid = hn::IfThenElse(nan, hn::Set(d, 6.0f), E2m1Grid<R>(d, hn::Abs(y)));
-  const auto sign = hn::BitCast(d, hn::IfThenZeroElse(hn::RebindMask(di, nan),
-                                                      hn::And(hn::BitCast(di, y), hn::Set(di, INT32_MIN))));
-  if (code) *code = hn::Or(E2m1Code(d, grid), hn::ShiftRight<28>(hn::BitCast(di, sign)));
-  return hn::Or(grid, sign);
+  const auto grid = E2m1Grid<R>(d, hn::IfThenZeroElse(nan, hn::Abs(y)));
+  auto sign = P::kSignLessThanZero ? hn::IfThenElseZero(hn::RebindMask(di, hn::Lt(y, hn::Zero(d))), sign_mask)
+                                   : hn::And(hn::BitCast(di, y), sign_mask);
+  sign = hn::IfThenZeroElse(hn::RebindMask(di, nan), sign);
+  if (code) {
+    const auto magnitude = E2m1Code(d, grid);
+    const auto c = hn::Or(magnitude, hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<NvTag>(), sign))));
+    *code = hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, P::kNanCode), c);
+  }
+  if (t.positive_zero) sign = hn::IfThenZeroElse(hn::RebindMask(di, hn::Eq(grid, hn::Zero(d))), sign);
+  const float nan_value = P::kNanCode == 0x7 ? 6.0f : P::kNanCode == 0x4 ? 2.0f : 0.0f;
+  return hn::IfThenElse(nan, hn::Set(d, nan_value), hn::BitCast(d, hn::Or(hn::BitCast(di, grid), sign)));
 }
 
-// kNvGroup blocks.
-template <Rounding R>
-HWY_INLINE void NvTeFakeQuantGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+// ---- Decode -------------------------------------------------------------------
+
+// Signed E2M1 value of codes 0..15; with positive_zero, 0x8 is +0.
+template <class D>
+HWY_INLINE hn::Vec<D> NvCodeValue(D d, IntVec<D> c, bool positive_zero) {
+  const hn::RebindToSigned<D> di;
+  if (positive_zero) c = hn::IfThenZeroElse(hn::Eq(c, hn::Set(di, 8)), c);
+  const auto magnitude = E2m1Value(d, hn::And(c, hn::Set(di, 7)));
+  return hn::Or(magnitude, hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(di, 8)))));
+}
+
+// nvfp4_decode_block: fp32(q * f), then * S_dec for the two-step order.
+HWY_INLINE hn::Vec<NvTag> NvDecode(const NvTensorConstants& t, hn::Vec<NvTag> q, hn::Vec<NvTag> f) {
+  const auto v = hn::Mul(q, f);
+  return t.two_step ? hn::Mul(v, hn::Set(NvTag(), t.s_dec)) : v;
+}
+
+HWY_INLINE void NvDecodeBlock(const NvTensorConstants& t, uint8_t scale, const uint8_t* HWY_RESTRICT codes,
+                              float* HWY_RESTRICT y) {
   const NvTag d;
-  const NvGroupScales g = NvTeGroupScales(t, x);
+  const auto f = hn::Set(d, t.factor[scale]);
+  for (int i = 0; i < kNvBlock; i += static_cast<int>(hn::Lanes(d)))
+    hn::StoreU(NvDecode(t, NvCodeValue(d, LoadCodeBytes(d, codes + i), t.positive_zero), f), d, y + i);
+}
+
+// ---- Generic kernel: kNvGroup blocks --------------------------------------------
+
+// Writes fake-quant values to y when y is set, else codes (one per byte) and scale codes.
+template <class P, Rounding R>
+HWY_INLINE void NvGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, const float* HWY_RESTRICT amax,
+                        float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
+  const NvTag d;
+  const hn::RebindToSigned<NvTag> di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  const NvGroupScales g = NvScaleGroup<P>(t, x, amax);
   for (int b = 0; b < kNvGroup; ++b) {
-    const NvBlock blk = g.block(b);
-    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
-      const auto q = NvSignedGrid<R>(blk, hn::LoadU(d, x + i), nullptr);
-      // TE's dequantize: fp32(e2m1 * factor).
-      hn::StoreU(hn::Mul(q, blk.factor), d, y + i);
+    const auto e = hn::Set(d, g.elem[b]);
+    const bool zero_divisor = P::kZeroDivisorKeepsSign && g.elem[b] == 0.0f;
+    if (y) {
+      const auto f = hn::Set(d, t.factor[g.code[b]]);
+      for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n)
+        hn::StoreU(NvDecode(t, NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), nullptr), f), d, y + i);
+    } else {
+      for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
+        IntVec<NvTag> code = hn::Zero(di);
+        NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), &code);
+        StoreCodeBytes(d, code, codes + i);
+      }
+      scales[b] = static_cast<uint32_t>(g.code[b]);
     }
   }
 }
 
-// kNvGroup blocks: writes their codes and UE4M3 codes.
+// NVFP4_MODELOPT_FQ fake quant (fake_quant_modelopt_fq): no codes.
 template <Rounding R>
-HWY_INLINE void NvTeQuantizeGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes,
-                                  uint32_t* HWY_RESTRICT scales) {
+HWY_INLINE void NvModeloptFqGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
   const NvTag d;
-  const hn::RebindToSigned<NvTag> di;
-  const NvGroupScales g = NvTeGroupScales(t, x);
+  const int n = static_cast<int>(hn::Lanes(d));
+  const NvGroupScales g = NvScaleGroup<NvModeloptFq>(t, x, nullptr);
   for (int b = 0; b < kNvGroup; ++b) {
-    const NvBlock blk = g.block(b);
-    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += static_cast<int>(hn::Lanes(d))) {
-      IntVec<NvTag> code = hn::Zero(di);
-      NvSignedGrid<R>(blk, hn::LoadU(d, x + i), &code);
-      StoreCodeBytes(d, hn::And(code, hn::Set(di, 0xF)), codes + i);
+    const auto dv = hn::Set(d, g.elem[b]);
+    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
+      const auto v = hn::LoadU(d, x + i);
+      const auto ax = hn::Div(hn::Abs(v), dv);
+      const auto nan = hn::IsNaN(ax);
+      const auto q = hn::IfThenElse(nan, hn::Set(d, 6.0f), E2m1Grid<R>(d, hn::IfThenZeroElse(nan, ax)));
+      const auto qd = hn::Mul(q, dv);
+      hn::StoreU(hn::IfThenElse(hn::Ge(v, hn::Zero(d)), qd, hn::Neg(qd)), d, y + i);
     }
-    scales[b] = static_cast<uint32_t>(hn::GetLane(Ue4m3Code(d, blk.scale)));
   }
 }
 
-// nvfp4_decode_block for the recipes without a library dequantize (cudnn,
-// cutlass_epi): fp32(fp32(e2m1 * s) * S_dec),
-// with the sign in the first factor as the reference has it, so that NaN
-// operands propagate alike; UE4M3 0x7F makes the block NaN.
-HWY_INLINE void NvDecodeBlock(float s_dec, uint8_t scale, const uint8_t* HWY_RESTRICT codes, float* HWY_RESTRICT y) {
+// ---- te_4over6: two candidates, the smaller block error --------------------------
+
+// quantize_te_4over6: candidates s6 (max -> 6) and s4 (max -> 4), each
+// quantized as TE does; s4 is kept when its error, accumulated in element
+// order in fp32, is strictly smaller.
+template <Rounding R>
+HWY_INLINE void Nv4over6Group(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                              uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
   const int n = static_cast<int>(hn::Lanes(d));
-  const int scale_code = scale & 0x7F;
-  if (scale_code == kNvNanScale) {
-    for (int i = 0; i < kNvBlock; i += n) hn::StoreU(hn::BitCast(d, hn::Set(di, kQuietNanBits)), d, y + i);
-    return;
+  float amax[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) amax[b] = NvBlockAmax(t.amax_nan, x + b * kNvBlock);
+  const NvGroupTag dg;
+  const int lanes = static_cast<int>(hn::Lanes(dg));
+  alignas(16) float scale[2][kNvGroup], enc[2][kNvGroup];
+  alignas(16) int32_t scale_code[2][kNvGroup];
+  for (int b = 0; b < kNvGroup; b += lanes) {
+    auto a = hn::Set(dg, amax[b + lanes - 1]);
+    for (int i = lanes - 2; i >= 0; --i) a = hn::IfThenElse(hn::FirstN(dg, i + 1), hn::Set(dg, amax[b + i]), a);
+    const auto bs = hn::Div(a, hn::Set(dg, 6.0f));
+    const auto p6 = hn::Min(hn::Mul(bs, hn::Set(dg, t.s_enc)), hn::Set(dg, 448.0f));
+    const auto p4 = hn::Min(hn::Mul(hn::Mul(hn::Set(dg, 1.5f), bs), hn::Set(dg, t.s_enc)), hn::Set(dg, 448.0f));
+    const hn::Vec<NvGroupTag> p[2] = {p6, p4};
+    for (int c = 0; c < 2; ++c) {
+      const auto s = Ue4m3RneSatGrid(dg, p[c]);
+      hn::Store(s, dg, scale[c] + b);
+      hn::Store(hn::Min(hn::Div(hn::Set(dg, 1.0f), hn::Mul(s, hn::Set(dg, t.s_dec))), hn::Set(dg, kNvFltMax)), dg,
+                enc[c] + b);
+      hn::Store(Ue4m3Code(dg, s), hn::RebindToSigned<NvGroupTag>(), scale_code[c] + b);
+    }
   }
-  const auto s = Ue4m3Value(d, hn::Set(di, scale_code));
-  const auto decode = hn::Set(d, s_dec);
-  for (int i = 0; i < kNvBlock; i += n) {
-    const auto c = LoadCodeBytes(d, codes + i);
-    const auto magnitude = E2m1Value(d, hn::And(c, hn::Set(di, 7)));
-    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(di, 8))));
-    hn::StoreU(hn::Mul(hn::Mul(hn::Or(magnitude, sign), s), decode), d, y + i);
+  for (int b = 0; b < kNvGroup; ++b) {
+    const float* xb = x + b * kNvBlock;
+    alignas(64) float q[2][kNvBlock];
+    alignas(64) uint8_t code[2][kNvBlock];
+    float error[2];
+    for (int c = 0; c < 2; ++c) {
+      const auto e = hn::Set(d, enc[c][b]);
+      const auto s = hn::Set(d, scale[c][b]);
+      alignas(64) float term[kNvBlock];
+      for (int i = 0; i < kNvBlock; i += n) {
+        const auto v = hn::LoadU(d, xb + i);
+        IntVec<NvTag> cv = hn::Zero(di);
+        const auto qv = NvElement<NvTe, R>(t, e, false, v, &cv);
+        // x^ = fp32(fp32(fp32(q * s) * G) / 6M); q is the decoded code (0x8 -> -0).
+        const auto x_hat = hn::Div(hn::Mul(hn::Mul(qv, s), hn::Set(d, t.g)), hn::Set(d, t.six_m));
+        const auto diff = hn::Sub(x_hat, v);
+        hn::Store(t.select_mse ? hn::Mul(diff, diff) : hn::Abs(diff), d, term + i);
+        hn::Store(qv, d, q[c] + i);
+        StoreCodeBytes(d, cv, code[c] + i);
+      }
+      float err = 0.0f;
+      for (int i = 0; i < kNvBlock; ++i) err = err + term[i];  // element order, as the reference
+      error[c] = err;
+    }
+    const int pick = error[1] < error[0] ? 1 : 0;
+    if (y) {
+      const auto f = hn::Set(d, t.factor[scale_code[pick][b]]);
+      for (int i = 0; i < kNvBlock; i += n) hn::StoreU(NvDecode(t, hn::Load(d, q[pick] + i), f), d, y + b * kNvBlock + i);
+    } else {
+      for (int i = 0; i < kNvBlock; ++i) codes[b * kNvBlock + i] = code[pick][i];
+      scales[b] = static_cast<uint32_t>(scale_code[pick][b]);
+    }
   }
 }
 
-// nvfp4_decode_block for the recipes whose library multiplies the element by
-// one per-block factor f (reference::nvfp4_decode_factor): fp32(e2m1 * f);
-// with positive_zero, code 0x8 is +0 (ModelOpt's table, ggml's kvalues).
-HWY_INLINE void NvDecodeBlockFactor(float factor, bool positive_zero, const uint8_t* HWY_RESTRICT codes,
-                                    float* HWY_RESTRICT y) {
+// ---- ggml: ggml's UE4M3 and argmin ------------------------------------------------
+
+// reference::ggml_fp32_to_ue4m3 for each lane.
+template <class D>
+HWY_INLINE IntVec<D> GgmlUe4m3Code(D d, hn::Vec<D> x) {
+  const hn::RebindToSigned<D> di;
+  const auto positive = hn::RebindMask(di, hn::Gt(x, hn::Zero(d)));  // false for NaN
+  const auto xc = hn::Min(hn::IfThenZeroElse(hn::IsNaN(x), x), hn::Set(d, 448.0f));
+  const auto bits = hn::BitCast(di, xc);
+  // Subnormal (x < 2^-6): int(fp32(x * 512 + 0.5)), at most 7.
+  const auto man = hn::Min(hn::ConvertTo(di, hn::Add(hn::Mul(xc, hn::Set(d, 512.0f)), hn::Set(d, 0.5f))), hn::Set(di, 7));
+  // Normal: exponent and three mantissa bits, half up on the next bit; exponent 15 -> 0x7E.
+  auto normal = hn::Add(hn::Sub(hn::ShiftRight<20>(bits), hn::Set(di, 120 << 3)),
+                        hn::And(hn::ShiftRight<19>(bits), hn::Set(di, 1)));
+  normal = hn::IfThenElse(hn::Gt(normal, hn::Set(di, 119)), hn::Set(di, 0x7E), normal);
+  const auto code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(xc, hn::Set(d, 0x1p-6f))), man, normal);
+  return hn::IfThenElseZero(positive, code);
+}
+
+// ggml's kvalues (nvfp4.cpp kGgmlKvalues).
+constexpr int8_t kNvGgmlKvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// quantize_ggml; the decode factor table holds 2d (ggml_ue4m3_to_fp32 * 2).
+HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                            uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
   const int n = static_cast<int>(hn::Lanes(d));
-  const auto f = hn::Set(d, factor);
-  for (int i = 0; i < kNvBlock; i += n) {
-    auto c = LoadCodeBytes(d, codes + i);
-    if (positive_zero) c = hn::IfThenZeroElse(hn::Eq(c, hn::Set(di, 8)), c);
-    const auto magnitude = E2m1Value(d, hn::And(c, hn::Set(di, 7)));
-    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::And(c, hn::Set(di, 8))));
-    hn::StoreU(hn::Mul(hn::Or(magnitude, sign), f), d, y + i);
+  float amax[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) amax[b] = NvBlockAmax(NvAmaxNan::drop, x + b * kNvBlock);
+  const NvGroupTag dg;
+  const int lanes = static_cast<int>(hn::Lanes(dg));
+  alignas(16) int32_t scale_code[kNvGroup];
+  for (int b = 0; b < kNvGroup; b += lanes) {
+    auto a = hn::Set(dg, amax[b + lanes - 1]);
+    for (int i = lanes - 2; i >= 0; --i) a = hn::IfThenElse(hn::FirstN(dg, i + 1), hn::Set(dg, amax[b + i]), a);
+    hn::Store(GgmlUe4m3Code(dg, hn::Div(a, hn::Set(dg, 6.0f))), hn::RebindToSigned<NvGroupTag>(), scale_code + b);
+  }
+  for (int b = 0; b < kNvGroup; ++b) {
+    const float f = t.factor[scale_code[b]];
+    const float half = f * 0.5f;  // d, exact
+    for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
+      const auto v = hn::LoadU(d, x + i);
+      // argmin over k in order, strict '<': the first index wins ties; NaN -> 0.
+      auto best_err = hn::Abs(hn::Sub(hn::Set(d, static_cast<float>(kNvGgmlKvalues[0]) * half), v));
+      auto best = hn::Zero(di);
+      for (int k = 1; k < 16; ++k) {
+        const auto err = hn::Abs(hn::Sub(hn::Set(d, static_cast<float>(kNvGgmlKvalues[k]) * half), v));
+        const auto better = hn::Lt(err, best_err);
+        best_err = hn::IfThenElse(better, err, best_err);
+        best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
+      }
+      if (y)
+        hn::StoreU(hn::Mul(NvCodeValue(d, best, true), hn::Set(d, f)), d, y + i);
+      else
+        StoreCodeBytes(d, best, codes + i);
+    }
+    if (!y) scales[b] = static_cast<uint32_t>(scale_code[b]);
   }
 }
 
