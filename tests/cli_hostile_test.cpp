@@ -214,6 +214,8 @@ const Valid kValid[] = {
     {"gemm", "--threads", "0", "0 = every hardware thread"},
     {"golden generate", "--threads", "0", "0 = every hardware thread"},
     {"identify", "--threads", "0", "0 = every hardware thread"},
+    {"underflow", "--threads", "0", "0 = every hardware thread"},
+    {"resq", "--threads", "0", "0 = every hardware thread"},
     // --axis 0 and -1 are real axes of a 2-D input (a 2 x 64 input padded along axis 0).
     {"fake-quant", "--axis", "0", "a valid axis"},
     {"fake-quant", "--axis", "-1", "a valid axis"},

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fp4emu/analysis/gemm_f64.hpp"
 #include "fp4emu/analysis/sizes.hpp"
 #include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
@@ -23,25 +24,10 @@ double qsnr(double nmse) {
 }
 double div0(double a, double b) { return b == 0 ? 0.0 : a / b; }
 
-// C = A B^T for A (m x d) and B (n x d), row-major, in double. Each C[i][j]
-// sums k = 0..d-1 in order, so the result does not depend on the machine or
-// the thread count; the j loop vectorises without reassociation.
+// C = A B^T (gemm_f64.hpp: the same bits for any thread count and target).
 std::vector<double> gemm_abt(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t d,
-                             int64_t n) {
-  std::vector<double> bt(size_t(d * n));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t k = 0; k < d; ++k) bt[k * n + j] = b[j * d + k];
-  std::vector<double> c(size_t(m * n), 0.0);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    double* ci = c.data() + i * n;
-    for (int64_t k = 0; k < d; ++k) {
-      const double aik = a[i * d + k];
-      const double* bk = bt.data() + k * n;
-      for (int64_t j = 0; j < n; ++j) ci[j] += aik * bk[j];
-    }
-  }
-  return c;
+                             int64_t n, int threads) {
+  return gemm_abt_f64(a, b, m, d, n, threads);
 }
 
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
@@ -123,7 +109,7 @@ std::optional<Tensor> find_weights(const Dump& weights, std::string_view activat
     if (t.x.shape.size() != 2 || t.x.shape[1] != d)
       throw InputError(fmt::format("{}: weight {} has shape {}, but activation {} has {} input features; a weight "
                                    "is n x {}",
-                                   weights.path().string(), t.name, io::shape_string(t.x.shape), activation_name, d,
+                                   weights.file(i).string(), t.name, io::shape_string(t.x.shape), activation_name, d,
                                    d));
     w.shape[0] += t.x.shape[0];
     w.data.insert(w.data.end(), t.x.data.begin(), t.x.data.end());
@@ -162,6 +148,7 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
                 "choose fewer weight rows (--n) or fewer tokens");
   QuantOptions o = options;
   o.axis = -1;
+  const int threads = options.threads;
   const Tensor x2{{m, d}, x_in.data};
   const int block = block_size(resolve_options(o, x2.shape).recipe->format);
   const PreparedTransform t(transform, block, x2, &w_in, calib);
@@ -193,8 +180,8 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
 
   // References: Y = X W^T, Y_A = X Q(W)^T.
   const std::vector<double> xd = widen(x.data), qwd = widen(qw.data);
-  const std::vector<double> y = gemm_abt(xd, widen(w.data), m, d, n);
-  const std::vector<double> ya = gemm_abt(xd, qwd, m, d, n);
+  const std::vector<double> y = gemm_abt(xd, widen(w.data), m, d, n, threads);
+  const std::vector<double> ya = gemm_abt(xd, qwd, m, d, n, threads);
   double x_sq = 0, y_sq = 0, ya_sq = 0;
   for (double v : xd) x_sq += v * v;
   for (double v : y) y_sq += v * v;
@@ -235,7 +222,7 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
       e[i] = (double(qx.data[i]) + double(kept_res[i])) - xd[i];
       s.act_err_sq += e[i] * e[i];
     }
-    const std::vector<double> ey = gemm_abt(e, qwd, m, d, n);
+    const std::vector<double> ey = gemm_abt(e, qwd, m, d, n, threads);
     for (size_t i = 0; i < ey.size(); ++i) {
       const double yhat = ya[i] + ey[i];
       s.out_err_sq += ey[i] * ey[i];
@@ -255,7 +242,7 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
     none_err = 0;
     std::vector<double> e(x.data.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = double(qx.data[i]) - xd[i];
-    for (double v : gemm_abt(e, qwd, m, d, n)) none_err += v * v;
+    for (double v : gemm_abt(e, qwd, m, d, n, threads)) none_err += v * v;
   }
   for (ResqRow& r : result.rows) r.sums.none_out_err_sq = none_err;
   return result;

@@ -130,6 +130,9 @@ UnderflowStats underflow_stats(std::span<const float> x, std::span<const float> 
     s.crest_median = quantile_linear(crest, 0.5);
     s.crest_q3 = quantile_linear(crest, 0.75);
     s.crest_max = crest.back();
+  } else {
+    // No block with rms_B > 0 (an all-zero tensor): no crest factor exists.
+    s.crest_mean = s.crest_median = s.crest_q3 = s.crest_max = std::numeric_limits<double>::quiet_NaN();
   }
 
   const double nan = std::numeric_limits<double>::quiet_NaN();

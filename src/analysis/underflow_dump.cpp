@@ -129,65 +129,61 @@ MatrixShape as_matrix(const Tensor& x) {
   return m;
 }
 
-Dump::Dump(const std::filesystem::path& path, const std::vector<std::string>& globs)
-    : path_(path), file_(std::make_unique<io::TensorFile>(path)) {
-  const std::vector<io::TensorInfo>& infos = file_->tensors();
-  for (size_t i : io::select_tensors(*file_, globs)) {
-    const io::TensorInfo& info = infos[i];
+Dump::Dump(const std::vector<std::string>& inputs, const std::vector<std::string>& patterns, bool deduplicate)
+    : set_(std::make_unique<io::TensorSet>(inputs)) {
+  std::vector<size_t> floats;
+  for (size_t i : io::select_tensors(*set_, patterns)) {
+    const io::TensorInfo& info = set_->tensors()[i].info;
     if (!float_dtype(info.dtype)) continue;  // codes, scales, token ids: not activations
     io::Array probe;
     probe.shape = info.shape;
     if (info.shape.empty() || probe.numel() == 0)
       throw InputError(fmt::format("{}: tensor {} has shape {}; the studies need a non-empty tokens x features "
                                    "matrix (leave it out with --tensor)",
-                                   path.string(), info.name, io::shape_string(info.shape)));
-    // q/k/v and gate/up read the same input (analysis.md §1.3): keep the first.
-    const TensorRole role = parse_tensor_role(info.name);
-    std::optional<size_t> same;
-    for (size_t k : selected_) {
-      const io::TensorInfo& o = infos[k];
-      const TensorRole kr = parse_tensor_role(o.name);
-      if (role.kind.empty() || role.layer != kr.layer || role.kind != kr.kind || o.dtype != info.dtype ||
-          o.shape != info.shape)
-        continue;
-      const io::TensorBytes a = file_->bytes(i), b = file_->bytes(k);
-      if (std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin(), b.bytes().end())) {
-        same = k;
-        break;
-      }
-    }
-    if (same)
-      aliases_.push_back(info.name + " = " + infos[*same].name);
-    else
-      selected_.push_back(i);
+                                   set_->file_of(i).string(), info.name, io::shape_string(info.shape)));
+    floats.push_back(i);
   }
-  if (selected_.empty())
+  if (floats.empty())
     throw InputError(fmt::format("{}: none of the selected tensors holds floats (f32, bf16 or f16); the studies "
                                  "read activation tensors",
-                                 path.string()));
+                                 label()));
+  if (!deduplicate) {
+    selected_ = std::move(floats);
+    return;
+  }
+  const io::Deduplicated d = io::deduplicate(*set_, floats);
+  selected_ = d.kept;
+  for (const auto& [dup, kept] : d.aliases)
+    aliases_.push_back(set_->tensors()[dup].info.name + " = " + set_->tensors()[kept].info.name);
 }
 
 Dump::~Dump() = default;
+Dump::Dump(Dump&&) noexcept = default;
+Dump& Dump::operator=(Dump&&) noexcept = default;
 
-const std::map<std::string, std::string>& Dump::metadata() const { return file_->metadata(); }
-
-const std::string& Dump::name(size_t i) const { return file_->tensors()[selected_.at(i)].name; }
+const std::string& Dump::name(size_t i) const { return set_->tensors()[selected_.at(i)].info.name; }
+const std::filesystem::path& Dump::file(size_t i) const { return set_->file_of(selected_.at(i)); }
+const std::map<std::string, std::string>& Dump::metadata(size_t i) const {
+  return set_->metadata(set_->tensors()[selected_.at(i)].file);
+}
+const io::TensorInfo& Dump::info(size_t i) const { return set_->tensors()[selected_.at(i)].info; }
 
 std::optional<size_t> Dump::find(std::string_view name) const {
   for (size_t i = 0; i < selected_.size(); ++i)
-    if (file_->tensors()[selected_[i]].name == name) return i;
+    if (set_->tensors()[selected_[i]].info.name == name) return i;
   return std::nullopt;
 }
 
 DumpTensor Dump::load(size_t i) const {
-  const io::TensorInfo& info = file_->tensors()[selected_.at(i)];
+  const io::TensorInfo& info = set_->tensors()[selected_.at(i)].info;
   DumpTensor t;
   t.name = info.name;
   t.dtype = *float_dtype(info.dtype);
   t.x.shape = info.shape;
   t.x.data.resize(size_t(t.x.numel()));
-  const io::TensorBytes bytes = file_->bytes(selected_[i]);
-  io::widen_to_f32(info.dtype, bytes.bytes(), t.x.data, fmt::format("{} tensor {}", path_.string(), info.name));
+  const io::TensorBytes bytes = set_->bytes(selected_[i]);
+  io::widen_to_f32(info.dtype, bytes.bytes(), t.x.data,
+                   fmt::format("{} tensor {}", set_->file_of(selected_[i]).string(), info.name));
   return t;
 }
 

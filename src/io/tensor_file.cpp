@@ -1,6 +1,9 @@
 #include "fp4emu/io/tensor_file.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -15,7 +18,7 @@ namespace fp4emu::io {
 namespace {
 
 bool is_glob(std::string_view pattern) {
-  return pattern.find_first_of("*?[\\") != std::string_view::npos;
+  return pattern.substr(0, 3) == "re:" || pattern.find_first_of("*?[\\") != std::string_view::npos;
 }
 
 // Matches one character class starting at pattern[p] == '['. Returns the
@@ -118,6 +121,29 @@ bool glob_match(std::string_view pattern, std::string_view name) {
   return p == pattern.size();
 }
 
+bool name_matches(std::string_view pattern, std::string_view name) {
+  if (pattern.substr(0, 3) != "re:") return glob_match(pattern, name);
+  // Compiled once per pattern: a selection tries every pattern on every name.
+  static std::mutex mutex;
+  static std::map<std::string, std::regex, std::less<>> compiled;
+  const std::regex* re = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto it = compiled.find(pattern);
+    if (it == compiled.end()) {
+      try {
+        it = compiled.emplace(std::string(pattern), std::regex(std::string(pattern.substr(3)))).first;
+      } catch (const std::regex_error& e) {
+        throw InputError(fmt::format("--tensor '{}': not a valid regular expression ({}); `re:` takes an ECMAScript "
+                                     "regex matching the whole name, e.g. 're:.*\\.(q|k)_proj\\.input'",
+                                     printable(pattern, 80), e.what()));
+      }
+    }
+    re = &it->second;
+  }
+  return std::regex_match(name.begin(), name.end(), *re);
+}
+
 TensorFile::TensorFile(const std::filesystem::path& path) : file_(path.string()) {
   char magic[6] = {};
   {
@@ -160,7 +186,7 @@ std::vector<size_t> select_tensors(const TensorFile& file, std::span<const std::
   for (const std::string& pattern : patterns) {
     bool any = false;
     for (size_t i = 0; i < ts.size(); ++i) {
-      if (glob_match(pattern, ts[i].name)) {
+      if (name_matches(pattern, ts[i].name)) {
         chosen[i] = true;
         any = true;
       }

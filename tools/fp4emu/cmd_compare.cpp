@@ -17,6 +17,8 @@
 #include "fp4emu/io/tensor_file.hpp"
 #include "fp4emu/version.hpp"
 #include "progress.hpp"
+#include "study.hpp"
+#include "fp4emu/io/tensor_set.hpp"
 
 namespace fp4emu::cli {
 namespace {
@@ -24,7 +26,7 @@ namespace {
 using nlohmann::ordered_json;
 
 struct Args {
-  std::string in;
+  std::vector<std::string> inputs;
   std::vector<std::string> tensors;
   std::vector<std::string> formats;
   std::vector<std::string> recipes;
@@ -100,7 +102,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // ---- per tensor ----------------------------------------------------------------
 
 struct TensorRows {
-  const io::TensorInfo* info;
+  const io::TensorSet::Entry* entry;
   std::vector<RecipeResult> results;
 };
 
@@ -109,9 +111,10 @@ InputDType input_dtype(io::DType d) {
 }
 
 // Checks everything that can be checked from the header, before any work.
-io::DType check_tensor(const io::TensorFile& file, const io::TensorInfo& t, const Args& a,
-                       std::span<const Recipe* const> recipes, const CompareOptions& options) {
-  const std::string where = fmt::format("'{}': tensor '{}'", file.file(), t.name);
+io::DType check_tensor(const io::TensorSet& set, size_t index, const Args& a, std::span<const Recipe* const> recipes,
+                       const CompareOptions& options) {
+  const io::TensorInfo& t = set.tensors()[index].info;
+  const std::string where = fmt::format("'{}': tensor '{}'", set.file_of(index).string(), t.name);
   io::DType dtype = t.dtype;
   if (a.bf16_bits && dtype == io::DType::u16) dtype = io::DType::bf16;
   if (dtype != io::DType::f32 && dtype != io::DType::f16 && dtype != io::DType::bf16)
@@ -136,13 +139,13 @@ io::DType check_tensor(const io::TensorFile& file, const io::TensorInfo& t, cons
   return dtype;
 }
 
-Tensor load(const io::TensorFile& file, size_t index, io::DType dtype) {
-  const io::TensorInfo& t = file.tensors()[index];
+Tensor load(const io::TensorSet& set, size_t index, io::DType dtype) {
+  const io::TensorInfo& t = set.tensors()[index].info;
   Tensor x;
   x.shape = t.shape;
   x.data.resize(t.nbytes / io::dtype_size(dtype));
-  const io::TensorBytes bytes = file.bytes(index);  // unmapped when it goes out of scope
-  io::widen_to_f32(dtype, bytes.bytes(), x.data, fmt::format("{}: tensor '{}'", file.file(), t.name));
+  const io::TensorBytes bytes = set.bytes(index);  // unmapped when it goes out of scope
+  io::widen_to_f32(dtype, bytes.bytes(), x.data, fmt::format("{}: tensor '{}'", set.file_of(index).string(), t.name));
   return x;
 }
 
@@ -210,10 +213,34 @@ std::string csv_row(const std::string& scope, const std::string& file, const std
 
 
 // Fails before the work, not after it, when an output cannot be written there.
-void check_output(const std::string& path, const std::string& flag, const std::string& input) {
+void check_output(const std::string& path, const std::string& flag, const io::TensorSet& set) {
   if (path.empty()) return;
-  check_not_an_input(path, flag, {input});
+  for (const std::filesystem::path& input : set.files()) check_not_an_input(path, flag, {input});
   io::check_output_path(path, flag);
+}
+
+std::string kind_name(io::TensorFile::Kind k) { return k == io::TensorFile::Kind::npy ? "npy" : "safetensors"; }
+
+// The report's "input": the inputs as given, every file, the duplicates.
+ordered_json input_json(const io::TensorSet& set, const std::vector<std::string>& aliases) {
+  ordered_json files = ordered_json::array();
+  uint64_t size = 0;
+  for (size_t f = 0; f < set.files().size(); ++f) {
+    files.push_back({{"file", set.files()[f].string()},
+                     {"kind", kind_name(set.kind(f))},
+                     {"size_bytes", set.file_size(f)},
+                     {"metadata", set.metadata(f)}});
+    size += set.file_size(f);
+  }
+  const bool one = set.files().size() == 1;
+  return {{"file", one ? set.files()[0].string() : set.label()},
+          {"kind", one ? kind_name(set.kind(0)) : "several files"},
+          {"size_bytes", size},
+          {"metadata", one ? ordered_json(set.metadata(0)) : ordered_json::object()},
+          {"files", files},
+          {"duplicates", "tensors bit-identical to an earlier one (same dtype, shape and bytes) are reported and "
+                         "pooled once, under the first name; `aliases` lists them"},
+          {"aliases", aliases}};
 }
 
 int run(const Args& a) {
@@ -225,28 +252,35 @@ int run(const Args& a) {
     options.tail = parse_tail(a.tail);
     if (!options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
   }
-  check_output(a.json_out, "--json", a.in);
-  check_output(a.csv_out, "--csv", a.in);
   if (!a.json_out.empty() && a.json_out == a.csv_out)
     throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
 
-  const io::TensorFile file(a.in);
-  const std::vector<size_t> selected = io::select_tensors(file, a.tensors);
-  if (selected.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", file.file()));
+  const io::TensorSet set(a.inputs);
+  check_output(a.json_out, "--json", set);
+  check_output(a.csv_out, "--csv", set);
+  const std::vector<size_t> chosen = io::select_tensors(set, a.tensors);
+  if (chosen.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", set.label()));
+  for (size_t i : chosen) check_tensor(set, i, a, recipes, options);
+  const io::Deduplicated dedup = io::deduplicate(set, chosen);
+  const std::vector<size_t>& selected = dedup.kept;
+  std::vector<std::string> aliases;
+  for (const auto& [dup, kept] : dedup.aliases)
+    aliases.push_back(set.tensors()[dup].info.name + " = " + set.tensors()[kept].info.name);
   std::vector<io::DType> dtypes;
   double total_work = 0;
   int64_t total_elements = 0;
   for (size_t i : selected) {
-    const io::TensorInfo& t = file.tensors()[i];
-    dtypes.push_back(check_tensor(file, t, a, recipes, options));
+    const io::TensorInfo& t = set.tensors()[i].info;
+    dtypes.push_back(check_tensor(set, i, a, recipes, options));
     const int64_t n = static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes.back()));
     total_elements += n;
     total_work += static_cast<double>(n) * static_cast<double>(recipes.size());
   }
 
-  fmt::print("{}: {} of {} tensor{}, {} elements; blocks along axis {}; tail: {}\n", file.file(), selected.size(),
-             file.tensors().size(), file.tensors().size() == 1 ? "" : "s", total_elements, a.axis,
-             a.tail.empty() ? "each recipe's default" : a.tail);
+  fmt::print("{}: {} of {} tensor{}{}, {} elements; blocks along axis {}; tail: {}\n", set.label(), selected.size(),
+             set.tensors().size(), set.tensors().size() == 1 ? "" : "s",
+             aliases.empty() ? "" : fmt::format(" ({} duplicate(s) reported once under the first name)", aliases.size()),
+             total_elements, a.axis, a.tail.empty() ? "each recipe's default" : a.tail);
   std::fflush(stdout);
 
   Progress progress("compare", a.progress, total_work);
@@ -255,10 +289,11 @@ int run(const Args& a) {
   for (size_t r = 0; r < recipes.size(); ++r) pooled[r].recipe = recipes[r];
   double done = 0;
   for (size_t s = 0; s < selected.size(); ++s) {
-    const io::TensorInfo& t = file.tensors()[selected[s]];
+    const io::TensorSet::Entry& entry = set.tensors()[selected[s]];
+    const io::TensorInfo& t = entry.info;
     progress.update(done, t.name);
-    const Tensor x = load(file, selected[s], dtypes[s]);
-    TensorRows tr{&t, {}};
+    const Tensor x = load(set, selected[s], dtypes[s]);
+    TensorRows tr{&entry, {}};
     for (size_t r = 0; r < recipes.size(); ++r) {
       tr.results.push_back(compare_recipe(x, input_dtype(dtypes[s]), *recipes[r], options));
       pooled[r].add(tr.results.back(), x.numel());
@@ -282,7 +317,7 @@ int run(const Args& a) {
         fmt::print(stderr,
                    "fp4emu: warning: '{}': tensor '{}' holds {} NaN and {} Inf values; they are counted under "
                    "NaN/Inf and left out of every other metric\n",
-                   file.file(), t.name, st.nan_in, st.inf_in);
+                   set.file_of(selected[s]).string(), t.name, st.nan_in, st.inf_in);
         break;
       }
     }
@@ -310,10 +345,7 @@ int run(const Args& a) {
     ordered_json j;
     j["tool"] = "fp4emu compare";
     j["version"] = kVersion;
-    j["input"] = {{"file", file.file()},
-                  {"kind", file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors"},
-                  {"size_bytes", file.file_size()},
-                  {"metadata", file.metadata()}};
+    j["input"] = input_json(set, aliases);
     j["options"] = {{"tensor", a.tensors},
                     {"axis", a.axis},
                     {"tail", a.tail.empty() ? "recipe default" : a.tail},
@@ -335,9 +367,10 @@ int run(const Args& a) {
         }
         results.push_back(e);
       }
-      tj.push_back({{"name", tr.info->name},
-                    {"dtype", io::dtype_name(tr.info->dtype)},
-                    {"shape", tr.info->shape},
+      tj.push_back({{"name", tr.entry->info.name},
+                    {"file", set.files()[tr.entry->file].string()},
+                    {"dtype", io::dtype_name(tr.entry->info.dtype)},
+                    {"shape", tr.entry->info.shape},
                     {"results", results}});
     }
     j["tensors"] = tj;
@@ -358,13 +391,14 @@ int run(const Args& a) {
     for (const TensorRows& tr : rows) {
       for (const RecipeResult& res : tr.results) {
         const double nan = std::nan("");
-        csv += csv_row("tensor", file.file(), tr.info->name, std::string(io::dtype_name(tr.info->dtype)),
-                       fmt::format("{}", fmt::join(tr.info->shape, "x")), *res.recipe, res.skipped, res.stats, nan,
-                       res.bits_per_element);
+        const io::TensorInfo& info = tr.entry->info;
+        csv += csv_row("tensor", set.files()[tr.entry->file].string(), info.name,
+                       std::string(io::dtype_name(info.dtype)), fmt::format("{}", fmt::join(info.shape, "x")),
+                       *res.recipe, res.skipped, res.stats, nan, res.bits_per_element);
       }
     }
     for (const PooledResult& p : pooled) {
-      csv += csv_row("pooled", file.file(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
+      csv += csv_row("pooled", set.label(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
                      p.stats, p.mean_qsnr_db(), p.bits_per_element());
     }
     write_text(a.csv_out, csv);
@@ -378,9 +412,11 @@ void add_compare(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "compare", "Fake-quantize each tensor of a dump with several formats/recipes and tabulate what they lose");
-  cmd->add_option("FILE", args->in, "Input: .safetensors (F32/F16/BF16 tensors) or .npy")->required();
+  add_dump_inputs(cmd, args->inputs);
   add_list_option(cmd, "--tensor,-t", args->tensors,
-                  "Tensor name or glob, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: all)", false);
+                  "Tensor name, glob or re:REGEX, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: "
+                  "all)",
+                  false);
   add_list_option(cmd, "--format,-f", args->formats, "Formats, comma-separated (default: hif4,mxfp4,nvfp4)", true);
   add_list_option(cmd, "--recipe,-r", args->recipes,
                   "Recipe ids, comma-separated; a format name is its default recipe; 'all' is every recipe of "

@@ -13,6 +13,8 @@
 #include "fp4emu/io/tensor_file.hpp"
 #include "fp4emu/version.hpp"
 #include "progress.hpp"
+#include "study.hpp"
+#include "fp4emu/io/tensor_set.hpp"
 
 namespace fp4emu::cli {
 namespace {
@@ -20,7 +22,7 @@ namespace {
 using nlohmann::ordered_json;
 
 struct Args {
-  std::string in;
+  std::vector<std::string> inputs;
   std::vector<std::string> tensors;
   bool header_only = false;
   bool bf16_bits = false;
@@ -38,10 +40,10 @@ std::string size_text(uint64_t bytes) {
 }
 
 // Widens and scans one tensor in chunks, so no fp32 copy of it is made.
-ValueStats scan(const io::TensorFile& file, size_t index, io::DType dtype, Progress& progress, double& done) {
+ValueStats scan(const io::TensorSet& set, size_t index, io::DType dtype, Progress& progress, double& done) {
   constexpr size_t kChunk = size_t{1} << 20;
-  const io::TensorInfo& t = file.tensors()[index];
-  const io::TensorBytes mapped = file.bytes(index);
+  const io::TensorInfo& t = set.tensors()[index].info;
+  const io::TensorBytes mapped = set.bytes(index);
   const std::span<const uint8_t> bytes = mapped.bytes();
   const size_t esize = io::dtype_size(dtype);
   const size_t n = bytes.size() / esize;
@@ -61,22 +63,31 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 int run(const Args& a) {
   check_progress_mode(a.progress);
+  const io::TensorSet set(a.inputs);
   if (!a.json_out.empty()) {
-    check_not_an_input(a.json_out, "--json", {a.in});
+    for (const std::filesystem::path& input : set.files()) check_not_an_input(a.json_out, "--json", {input});
     io::check_output_path(a.json_out, "--json");
   }
-  const io::TensorFile file(a.in);
-  const std::vector<size_t> selected = io::select_tensors(file, a.tensors);
-  fmt::print("{}: {}, {} tensor{}, {} ({} bytes)\n", file.file(),
-             file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors", file.tensors().size(),
-             file.tensors().size() == 1 ? "" : "s", size_text(file.file_size()), file.file_size());
-  for (const auto& [k, v] : file.metadata()) fmt::print("  metadata {} = {}\n", k, v);
+  const std::vector<size_t> selected = io::select_tensors(set, a.tensors);
+  ordered_json files = ordered_json::array();
+  uint64_t total_size = 0;
+  for (size_t f = 0; f < set.files().size(); ++f) {
+    const char* kind = set.kind(f) == io::TensorFile::Kind::npy ? "npy" : "safetensors";
+    size_t count = 0;
+    for (const io::TensorSet::Entry& e : set.tensors()) count += e.file == f;
+    fmt::print("{}: {}, {} tensor{}, {} ({} bytes)\n", set.files()[f].string(), kind, count, count == 1 ? "" : "s",
+               size_text(set.file_size(f)), set.file_size(f));
+    for (const auto& [k, v] : set.metadata(f)) fmt::print("  metadata {} = {}\n", k, v);
+    files.push_back({{"file", set.files()[f].string()}, {"kind", kind}, {"size_bytes", set.file_size(f)},
+                     {"metadata", set.metadata(f)}});
+    total_size += set.file_size(f);
+  }
 
   size_t name_width = 6;
   double total_bytes = 0;
   for (size_t i : selected) {
-    name_width = std::max(name_width, file.tensors()[i].name.size());
-    total_bytes += static_cast<double>(file.tensors()[i].nbytes);
+    name_width = std::max(name_width, set.tensors()[i].info.name.size());
+    total_bytes += static_cast<double>(set.tensors()[i].info.nbytes);
   }
   name_width = std::min<size_t>(name_width, 60);
   fmt::print("\n{:<{}} {:>5} {:>16} {:>10}", "tensor", name_width, "dtype", "shape", "size");
@@ -90,15 +101,16 @@ int run(const Args& a) {
   uint64_t all_bytes = 0;
   ordered_json tj = ordered_json::array();
   for (size_t i : selected) {
-    const io::TensorInfo& t = file.tensors()[i];
-    ordered_json e = {{"name", t.name}, {"dtype", io::dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.nbytes}};
+    const io::TensorInfo& t = set.tensors()[i].info;
+    ordered_json e = {{"name", t.name},     {"file", set.file_of(i).string()}, {"dtype", io::dtype_name(t.dtype)},
+                      {"shape", t.shape},   {"bytes", t.nbytes}};
     std::string line = fmt::format("{:<{}} {:>5} {:>16} {:>10}", t.name, name_width, io::dtype_name(t.dtype),
                                    shape_text(t.shape), size_text(t.nbytes));
     all_bytes += t.nbytes;
     const io::DType dtype = a.bf16_bits && t.dtype == io::DType::u16 ? io::DType::bf16 : t.dtype;
     if (!a.header_only) {
       if (is_float(dtype)) {
-        const ValueStats s = scan(file, i, dtype, progress, done);
+        const ValueStats s = scan(set, i, dtype, progress, done);
         all.merge(s);
         line += fmt::format(" {:>11.4g} {:>11.4g} {:>11.4g} {:>11.4g} {:>8} {:>6} {:>6}", s.min, s.max, s.amax,
                             s.rms(), s.zeros, s.nan, s.inf);
@@ -127,15 +139,16 @@ int run(const Args& a) {
   }
   if (all.nan + all.inf > 0)
     fmt::print(stderr, "fp4emu: warning: '{}' holds {} NaN and {} Inf values (see the NaN and Inf columns)\n",
-               file.file(), all.nan, all.inf);
+               set.label(), all.nan, all.inf);
 
   if (!a.json_out.empty()) {
     ordered_json j = {{"tool", "fp4emu inspect"},
                       {"version", kVersion},
-                      {"file", file.file()},
-                      {"kind", file.kind() == io::TensorFile::Kind::npy ? "npy" : "safetensors"},
-                      {"size_bytes", file.file_size()},
-                      {"metadata", file.metadata()},
+                      {"file", set.files().size() == 1 ? set.files()[0].string() : set.label()},
+                      {"kind", files.size() == 1 ? files[0]["kind"] : ordered_json("several files")},
+                      {"size_bytes", total_size},
+                      {"metadata", files.size() == 1 ? files[0]["metadata"] : ordered_json::object()},
+                      {"files", files},
                       {"tensors", tj}};
     const std::string text = j.dump(2) + "\n";
     io::write_file_atomic(a.json_out, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -147,9 +160,9 @@ int run(const Args& a) {
 
 void add_inspect(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("inspect", "List the tensors of a .safetensors or .npy file with value statistics");
-  cmd->add_option("FILE", args->in, "Input: .safetensors or .npy")->required();
-  add_list_option(cmd, "--tensor,-t", args->tensors, "Tensor name or glob (repeatable; default: all)", false);
+  auto* cmd = app.add_subcommand("inspect", "List the tensors of .safetensors or .npy files with value statistics");
+  add_dump_inputs(cmd, args->inputs);
+  add_list_option(cmd, "--tensor,-t", args->tensors, "Tensor name, glob or re:REGEX (repeatable; default: all)", false);
   cmd->add_flag("--header-only", args->header_only, "Names, dtypes, shapes and sizes only; do not read the data");
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write the listing as JSON to this file");

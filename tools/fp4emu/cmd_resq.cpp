@@ -2,12 +2,15 @@
 // residual, by sparsity pattern (analysis.md §2, §4, §8.2).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "progress.hpp"
 #include "report.hpp"
+#include "study.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/error.hpp"
@@ -26,13 +29,8 @@ using namespace fp4emu::analysis;
 constexpr const char* kDefaultPatterns = "none,dense,2:4,4:8,1:4,channel50,block32x64,unstructured50,random50,row50";
 
 struct Args {
-  std::string dump;
-  std::vector<std::string> tensors;
+  StudyFlags study;
   std::string weights;
-  std::vector<std::string> formats;
-  std::vector<std::string> recipes;
-  std::string scale_rule;
-  std::string round;
   std::vector<std::string> patterns;
   double density = 0.5;
   std::string order = "qs";
@@ -41,7 +39,6 @@ struct Args {
   uint64_t seed = 0;
   std::string out;
 };
-
 
 constexpr const char* kColumns =
     "tensor,format,recipe,transform,pattern,order,m,d,n,kept_density,act_mse,act_nmse,act_qsnr_db,"
@@ -95,8 +92,7 @@ ordered_json row_json(const ResqRow& r) {
           {"mean_out_qsnr_db", json_number(r.mean_out_qsnr_db)}};
 }
 
-int run(const Args& a) {
-  const std::vector<const Recipe*> recipes = study_recipes(a.formats, a.recipes, a.scale_rule);
+std::vector<SparsityPattern> plan_patterns(const Args& a) {
   std::vector<std::string> names = a.patterns;
   if (names.empty()) {
     std::string_view rest = kDefaultPatterns;
@@ -114,48 +110,56 @@ int run(const Args& a) {
         throw InputError(fmt::format("--pattern names {} twice ('{}' and '{}'); name each pattern once",
                                      patterns.back().name, names[k], p));
   }
+  return patterns;
+}
+
+ResqOptions plan_options(const Args& a) {
   ResqOptions opt;
   if (a.order == "qs") opt.order = ResqOrder::qs;
   else if (a.order == "sq") opt.order = ResqOrder::sq;
   else throw InputError(fmt::format("--order '{}' is unknown; use qs (S(Q(dX)), the paper's) or sq (Q(S(dX)))", a.order));
-  const TransformSpec transform = parse_transform(a.transform);
-  std::optional<Rounding> rounding;
-  if (!a.round.empty()) {
-    rounding = parse_rounding(a.round);
-    if (!rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
-  }
-  if (a.n < 1) throw InputError("--n must be at least 1");
+  return opt;
+}
 
-  const Dump dump(a.dump, a.tensors);
-  std::optional<Dump> weights;
-  if (!a.weights.empty()) weights.emplace(a.weights, std::vector<std::string>{});
+struct PerRecipe {
+  std::vector<ResqRow> rows;    // per tensor, pattern-major within a tensor
+  std::vector<ResqRow> pooled;  // one per pattern
+  int64_t inexact = 0;
+};
+
+struct Results {
+  std::vector<PerRecipe> per;  // one per recipe
+  std::vector<Shape> shapes;   // one per tensor
+};
+
+// The weights that read tensor t: from --weights, else seeded synthetic ones.
+Tensor weights_for(const Args& a, const std::optional<Dump>& weights, const DumpTensor& t, int64_t d) {
+  if (!weights) return synthetic_weights(a.n, d, a.seed);
+  std::optional<Tensor> w = find_weights(*weights, t.name, d);
+  if (!w)
+    throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors of "
+                                 "the same layer and projection, n x {})",
+                                 io::printable(a.weights), io::printable(t.name), d));
+  return std::move(*w);
+}
+
+// Tensors one after another (read, studied under every recipe, released);
+// the threads work inside each tensor (quantizers and GEMMs), so memory stays
+// that of one tensor and its weights.
+Results study_all(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights,
+                  const std::vector<SparsityPattern>& patterns, const TransformSpec& transform, const ResqOptions& opt) {
   std::optional<Dump> calib;
-  if (!transform.calib.empty()) calib.emplace(transform.calib, std::vector<std::string>{});
-
-  struct PerRecipe {
-    std::vector<ResqRow> rows;    // per tensor, pattern-major within a tensor
-    std::vector<ResqRow> pooled;  // one per pattern
-    int64_t inexact = 0;
-  };
-  std::vector<PerRecipe> per(recipes.size());
-  std::vector<Shape> shapes;
-  std::vector<std::string> weight_sources;
+  if (!transform.calib.empty()) calib.emplace(std::vector<std::string>{transform.calib}, std::vector<std::string>{}, false);
+  Results res;
+  res.per.resize(study.recipes.size());
+  double total = 0, done = 0;
+  for (size_t i = 0; i < dump.size(); ++i) total += double(dump.bytes(i));
+  Progress progress("resq", a.study.progress, total);
   for (size_t ti = 0; ti < dump.size(); ++ti) {
     const DumpTensor t = dump.load(ti);
     const MatrixShape ms = as_matrix(t.x);
-    std::optional<Tensor> w;
-    if (weights) {
-      w = find_weights(*weights, t.name, ms.cols);
-      if (!w)
-        throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors of "
-                                     "the same layer and projection, n x {})",
-                                     io::printable(a.weights), io::printable(t.name), ms.cols));
-      weight_sources.push_back(a.weights);
-    } else {
-      w = synthetic_weights(a.n, ms.cols, a.seed);
-      weight_sources.push_back(fmt::format("synthetic N(0, 1/d), seed {}", a.seed));
-    }
-    shapes.push_back({ms.rows, ms.cols, w->shape[0]});
+    const Tensor w = weights_for(a, weights, t, ms.cols);
+    res.shapes.push_back({ms.rows, ms.cols, w.shape[0]});
     std::optional<Tensor> calib_x;
     if (calib) {
       const auto ci = calib->find(t.name);
@@ -164,17 +168,22 @@ int run(const Args& a) {
       const MatrixShape cs = as_matrix(c.x);
       calib_x = Tensor{{cs.rows, cs.cols}, std::move(c.x.data)};
     }
-    for (size_t ri = 0; ri < recipes.size(); ++ri) {
-      QuantOptions o;
-      o.recipe = std::string(recipes[ri]->id);
-      o.rounding = rounding;
-      o.input_dtype = t.dtype;
-      ResqTensorResult r = study_resq(t.name, t.x, *w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
-      per[ri].inexact += r.residual_inexact;
-      for (ResqRow& row : r.rows) per[ri].rows.push_back(std::move(row));
+    for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
+      QuantOptions o = study_quant_options(study, *study.recipes[ri], t.dtype);
+      o.threads = study.threads;
+      ResqTensorResult r = study_resq(t.name, t.x, w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
+      res.per[ri].inexact += r.residual_inexact;
+      for (ResqRow& row : r.rows) res.per[ri].rows.push_back(std::move(row));
     }
+    done += double(dump.bytes(ti));
+    progress.line(done, fmt::format("tensor {}/{} {} ({} x {}, n = {})", ti + 1, dump.size(), t.name, ms.rows,
+                                    ms.cols, w.shape[0]));
   }
-  // Pooled rows: sums added over tensors; the per-tensor dB averaged.
+  return res;
+}
+
+// Pooled rows: sums added over tensors in tensor order; the per-tensor dB averaged.
+void pool(std::vector<PerRecipe>& per, const std::vector<SparsityPattern>& patterns) {
   for (PerRecipe& pr : per)
     for (size_t pi = 0; pi < patterns.size(); ++pi) {
       ResqRow pooled;
@@ -192,89 +201,116 @@ int run(const Args& a) {
       pooled.mean_out_qsnr_db /= pooled.tensors;
       pr.pooled.push_back(std::move(pooled));
     }
+}
 
-  const std::string order = a.order;
-  std::string csv_out = std::string(kColumns) + "\n";
-  ordered_json jr = ordered_json::array();
-  std::vector<std::pair<std::string, io::RgbImage>> charts;
-  fmt::print("{}: {} tensor(s){}; weights: {}\n", a.dump, dump.size(),
-             dump.aliases().empty() ? "" : fmt::format(", {} duplicate input(s) skipped", dump.aliases().size()),
-             weights ? a.weights : fmt::format("synthetic N(0, 1/d) x {} rows, seed {}", a.n, a.seed));
-  for (size_t ri = 0; ri < recipes.size(); ++ri) {
-    const Recipe& recipe = *recipes[ri];
-    const std::string ttext = transform.to_string(block_size(recipe.format));
-    ordered_json tensors_json = ordered_json::array();
-    for (size_t k = 0; k < per[ri].rows.size(); ++k) {
-      const ResqRow& r = per[ri].rows[k];
-      csv_out += csv_row(r, recipe, ttext, order, shapes[k / patterns.size()]);
-      ordered_json j = row_json(r);
-      const Shape& sh = shapes[k / patterns.size()];
-      j["m"] = sh.m, j["d"] = sh.d, j["n"] = sh.n;
-      tensors_json.push_back(std::move(j));
-    }
-    ordered_json pooled_json = ordered_json::array();
-    for (const ResqRow& r : per[ri].pooled) {
-      csv_out += csv_row(r, recipe, ttext, order, {});
-      pooled_json.push_back(row_json(r));
-    }
-    fmt::print("\n{} ({}), transform {}, order {}: pooled over {} tensor(s)\n", format_name(recipe.format), recipe.id,
-               ttext, order, dump.size());
-    fmt::print("  {:<16} {:>6} {:>9} {:>9} {:>9} {:>12} {:>12} {:>8}\n", "pattern", "kept", "act dB", "out dB",
-               "recovered", "D_res mse", "D_prim mse", "speedup");
-    for (const ResqRow& r : per[ri].pooled)
-      fmt::print("  {:<16} {:>6.3f} {:>9.2f} {:>9.2f} {:>9.4f} {:>12.4g} {:>12.4g} {:>7.2f}x\n", r.pattern.name,
-                 r.kept_density(), r.act_qsnr_db(), r.out_qsnr_db(), r.recovered_fraction(), r.drop_res_mse(),
-                 r.drop_prim_mse(), speedup_vs_fp16(r.pattern));
+// A deletion measure on stdout: "-" where it does not apply (`none`).
+std::string drop_text(double v) { return std::isnan(v) ? "-" : fmt::format("{:.4g}", v); }
 
-    BarChart chart;
-    chart.title = fmt::format("Rollout-ResQ residual by sparsity pattern: {} ({})", format_name(recipe.format),
-                              recipe.id);
-    chart.subtitle = fmt::format("{}: {} tensor(s), pooled; transform {}, order {}. Below each pattern: speed-up vs "
-                                 "FP16 (cost model)",
-                                 std::filesystem::path(a.dump).filename().string(), dump.size(), ttext, order);
-    chart.y_label = "QSNR (dB), higher is better";
-    BarSeries act{"activation QSNR: X^ vs X", {}}, out{"output QSNR: X^ Q(W)^T vs X Q(W)^T", {}};
-    for (const ResqRow& r : per[ri].pooled) {
-      chart.categories.push_back(r.pattern.name);
-      chart.notes.push_back(fmt::format("{:.2f}x", speedup_vs_fp16(r.pattern)));
-      act.values.push_back(r.act_qsnr_db());
-      out.values.push_back(r.out_qsnr_db());
-    }
-    chart.series = {act, out};
-    std::string file = "resq_" + std::string(recipe.id) + ".png";
-    std::replace(file.begin(), file.end(), '.', '_');
-    file.replace(file.size() - 4, 4, ".png");
-    charts.emplace_back(file, render_bar_chart(chart));
-    jr.push_back({{"format", format_name(recipe.format)},
-                  {"recipe", recipe.id},
-                  {"block", block_size(recipe.format)},
-                  {"transform", ttext},
-                  {"chart", file},
-                  {"residual_inexact_in_fp32", per[ri].inexact},
-                  {"pooled", pooled_json},
-                  {"tensors", tensors_json}});
+void print_table(const Recipe& recipe, const std::string& ttext, const std::string& order, const PerRecipe& pr,
+                 size_t tensors) {
+  fmt::print("\n{} ({}), transform {}, order {}: pooled over {} tensor(s)\n", format_name(recipe.format), recipe.id,
+             ttext, order, tensors);
+  fmt::print("  {:<16} {:>6} {:>9} {:>9} {:>9} {:>12} {:>12} {:>8}\n", "pattern", "kept", "act dB", "out dB",
+             "recovered", "D_res mse", "D_prim mse", "speedup");
+  for (const ResqRow& r : pr.pooled)
+    fmt::print("  {:<16} {:>6.3f} {:>9.2f} {:>9.2f} {:>9.4f} {:>12} {:>12} {:>7.2f}x\n", r.pattern.name,
+               r.kept_density(), r.act_qsnr_db(), r.out_qsnr_db(), r.recovered_fraction(), drop_text(r.drop_res_mse()),
+               drop_text(r.drop_prim_mse()), speedup_vs_fp16(r.pattern));
+}
+
+std::pair<std::string, io::RgbImage> chart(const Recipe& recipe, const std::string& ttext, const std::string& order,
+                                           const PerRecipe& pr, const Dump& dump) {
+  BarChart chart;
+  chart.title = fmt::format("Rollout-ResQ residual by sparsity pattern: {} ({})", format_name(recipe.format), recipe.id);
+  const auto& files = dump.set().files();
+  chart.subtitle = fmt::format("{}: {} tensor(s), pooled; transform {}, order {}. Below each pattern: speed-up vs "
+                               "FP16 (cost model)",
+                               files.size() == 1 ? files[0].filename().string() : fmt::format("{} files", files.size()),
+                               dump.size(), ttext, order);
+  chart.y_label = "QSNR (dB), higher is better";
+  BarSeries act{"activation QSNR: X^ vs X", {}}, out{"output QSNR: X^ Q(W)^T vs X Q(W)^T", {}};
+  for (const ResqRow& r : pr.pooled) {
+    chart.categories.push_back(r.pattern.name);
+    chart.notes.push_back(fmt::format("{:.2f}x", speedup_vs_fp16(r.pattern)));
+    act.values.push_back(r.act_qsnr_db());
+    out.values.push_back(r.out_qsnr_db());
   }
+  chart.series = {act, out};
+  std::string file = "resq_" + std::string(recipe.id) + ".png";
+  std::replace(file.begin(), file.end(), '.', '_');
+  file.replace(file.size() - 4, 4, ".png");
+  return {file, render_bar_chart(chart)};
+}
 
+ordered_json report_header(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights) {
   ordered_json root;
   root["tool"] = {{"name", "fp4emu resq"}, {"version", kVersion}};
-  root["input"] = {{"file", a.dump}, {"sha256", golden::sha256_file_hex(a.dump)}, {"metadata", dump.metadata()}};
-  root["weights"] = weights ? ordered_json({{"file", a.weights}, {"sha256", golden::sha256_file_hex(a.weights)}})
+  root["input"] = inputs_json(dump);
+  root["weights"] = weights ? inputs_json(*weights)
                             : ordered_json({{"synthetic", "N(0, 1/d)"}, {"n", a.n}, {"seed", a.seed}});
   root["aliases"] = dump.aliases();
-  root["options"] = {{"order", order}, {"density", a.density}, {"seed", a.seed},
-                     {"rounding", rounding ? ordered_json(to_string(*rounding)) : ordered_json("recipe default")},
+  root["options"] = {{"order", a.order}, {"density", a.density}, {"seed", a.seed},
+                     {"rounding", study.rounding ? ordered_json(to_string(*study.rounding)) : ordered_json("recipe default")},
                      {"residual_scales", "recompute"}, {"tie", "lowest-index"}};
   root["cost_model"] = {
       {"formula", "C / (m d n) = (2 / r4) (1 + rho / r_s), r4 = 4, rho = 1 with a residual GEMM (0 for none)"},
       {"r_s", "2 for 2:4 and 4:8; 1/density for channel, row and block; 1 otherwise"},
       {"not_modelled", "the quantize, residual and gather passes"}};
+  root["not_applicable"] = "drop_* fields of the `none` pattern (nothing is pruned): null in JSON, empty in CSV";
+  return root;
+}
+
+int run(const Args& a) {
+  const Study study = resolve_study(a.study);
+  const std::vector<SparsityPattern> patterns = plan_patterns(a);
+  const ResqOptions opt = plan_options(a);
+  const TransformSpec transform = parse_transform(a.transform);
+  if (a.n < 1) throw InputError("--n must be at least 1");
+
+  const Dump dump(a.study.inputs, a.study.tensors);
+  std::optional<Dump> weights;  // every weight counts (stacked q/k/v): no deduplication
+  if (!a.weights.empty()) weights.emplace(std::vector<std::string>{a.weights}, std::vector<std::string>{}, false);
+  Results res = study_all(a, study, dump, weights, patterns, transform, opt);
+  pool(res.per, patterns);
+
+  std::string csv_out = std::string(kColumns) + "\n";
+  ordered_json root = report_header(a, study, dump, weights);
+  ordered_json jr = ordered_json::array();
+  std::vector<std::pair<std::string, io::RgbImage>> charts;
+  fmt::print("{}; weights: {}\n", inputs_line(dump),
+             a.weights.empty() ? fmt::format("synthetic N(0, 1/d) x {} rows, seed {}", a.n, a.seed) : a.weights);
+  for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
+    const Recipe& recipe = *study.recipes[ri];
+    const PerRecipe& pr = res.per[ri];
+    const std::string ttext = transform.to_string(block_size(recipe.format));
+    ordered_json tensors_json = ordered_json::array();
+    for (size_t k = 0; k < pr.rows.size(); ++k) {
+      const Shape& sh = res.shapes[k / patterns.size()];
+      csv_out += csv_row(pr.rows[k], recipe, ttext, a.order, sh);
+      ordered_json j = row_json(pr.rows[k]);
+      j["m"] = sh.m, j["d"] = sh.d, j["n"] = sh.n;
+      tensors_json.push_back(std::move(j));
+    }
+    ordered_json pooled_json = ordered_json::array();
+    for (const ResqRow& r : pr.pooled) {
+      csv_out += csv_row(r, recipe, ttext, a.order, {});
+      pooled_json.push_back(row_json(r));
+    }
+    print_table(recipe, ttext, a.order, pr, dump.size());
+    charts.push_back(chart(recipe, ttext, a.order, pr, dump));
+    jr.push_back({{"format", format_name(recipe.format)},
+                  {"recipe", recipe.id},
+                  {"block", block_size(recipe.format)},
+                  {"transform", ttext},
+                  {"chart", charts.back().first},
+                  {"residual_inexact_in_fp32", pr.inexact},
+                  {"pooled", pooled_json},
+                  {"tensors", tensors_json}});
+  }
   root["results"] = jr;
 
+  make_out_dir(a.out);
   const std::filesystem::path outdir(a.out);
-  std::error_code ec;
-  std::filesystem::create_directories(outdir, ec);
-  if (ec || !std::filesystem::is_directory(outdir))
-    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", io::printable(a.out), ec.message()));
   write_text(outdir / "resq.csv", csv_out);
   write_text(outdir / "resq.json", root.dump(1) + "\n");
   std::vector<std::string> written = {"resq.csv", "resq.json"};
@@ -292,19 +328,10 @@ void add_resq(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("resq", "Rollout-ResQ study: Q(X) + S(Q(X - Q(X))) by sparsity pattern, activation "
                                           "and output errors, deletion measures, cost model (analysis.md §2, §4)");
-  cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
-      ->required();
-  add_list_option(cmd, "--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)",
-                  false);
+  add_study_flags(cmd, args->study);
   cmd->add_option("--weights,-w", args->weights,
-                  "Weights dump ('<layer>.<proj>.weight', n x d); default: seeded synthetic N(0, 1/d) weights");
-  add_list_option(cmd, "--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)",
-                  true);
-  add_list_option(cmd, "--recipe,-r", args->recipes,
-                  "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
-  cmd->add_option("--scale-rule", args->scale_rule,
-                  "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
-  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+                  "Weights dump ('<layer>.<proj>.weight', n x d): a file, directory, glob or sharded index; "
+                  "default: seeded synthetic N(0, 1/d) weights");
   add_list_option(cmd, "--pattern,--patterns,-p", args->patterns,
                   fmt::format("Sparsity patterns (default: {}); also any N:M (N < M <= 16), channelP, rowP, "
                               "unstructuredP, randomP, blockRxC",
@@ -324,8 +351,8 @@ void add_resq(CLI::App& app, Action& action) {
       ->default_val(0)
       ->check(any_seed());
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
-  cmd->footer("Example: fp4emu resq data/sample_dump.safetensors --format hif4,mxfp4 --pattern dense,2:4,4:8,channel50 "
-              "--out resq/");
+  cmd->footer("Example: fp4emu resq dump/ --weights model.safetensors.index.json --format hif4,mxfp4 "
+              "--pattern dense,2:4,4:8,channel50 --progress always --out resq/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

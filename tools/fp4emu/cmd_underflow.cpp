@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "progress.hpp"
 #include "report.hpp"
+#include "study.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/analysis/underflow.hpp"
@@ -28,12 +30,7 @@ using nlohmann::ordered_json;
 using namespace fp4emu::analysis;
 
 struct Args {
-  std::string dump;
-  std::vector<std::string> tensors;
-  std::vector<std::string> formats;
-  std::vector<std::string> recipes;
-  std::string scale_rule;
-  std::string round;
+  StudyFlags study;
   std::vector<std::string> transforms;
   std::string weights;
   int64_t n = 256;
@@ -43,8 +40,6 @@ struct Args {
   int detail_rows = 256;
   std::string out;
 };
-
-
 
 struct Run {  // one recipe x transform
   const Recipe* recipe;
@@ -64,9 +59,10 @@ constexpr const char* kColumns =
     "outlier_block_ratio_abs,outlier_block_ratio_rel,outlier_block_ratio_uf,saturation_ratio,crest_mean,max_abs,rms,"
     "qsnr_db,rel_l2,cosine";
 
-std::string meta(const Dump& d, const char* key) {
-  const auto it = d.metadata().find(key);
-  return it == d.metadata().end() ? "" : it->second;
+std::string meta(const Dump& d, size_t tensor, const char* key) {
+  const auto& m = d.metadata(tensor);
+  const auto it = m.find(key);
+  return it == m.end() ? "" : it->second;
 }
 
 ordered_json hist_json(const std::map<int, int64_t>& h) {
@@ -116,132 +112,81 @@ HeatmapPanel detail_panel(const UnderflowStats& s, const Run& r, int max_rows) {
   return p;
 }
 
-int run(const Args& a) {
-  const std::vector<const Recipe*> recipes = study_recipes(a.formats, a.recipes, a.scale_rule);
-  std::vector<Run> runs;
-  const std::vector<std::string> transforms = a.transforms.empty() ? std::vector<std::string>{"none"} : a.transforms;
-  for (const Recipe* r : recipes)
-    for (const std::string& t : transforms) {
-      const TransformSpec spec = parse_transform(t);
-      runs.push_back({r, spec, spec.to_string(block_size(r->format))});
-    }
-  std::optional<Rounding> rounding;
-  if (!a.round.empty()) {
-    rounding = parse_rounding(a.round);
-    if (!rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
-  }
-  if (a.n < 1) throw InputError("--n must be at least 1");
-  if (a.detail_rows < 1) throw InputError("--detail-rows must be at least 1");
+// What a run writes, gathered before anything is written (a failed run
+// leaves no partial report).
+struct Outputs {
+  std::string csv = std::string(kColumns) + "\n";
+  ordered_json json;
+  std::optional<io::RgbImage> summary_png, detail_png;
+  std::string summary_csv = "format,recipe,transform,kind,layer,n_nonzero,n_underflow,underflow_ratio\n";
+  std::string detail_csv = "recipe,transform,token_start,token_end,block_start,block_end,underflow_ratio\n";
+};
 
-  const Dump dump(a.dump, a.tensors);
-  std::optional<Dump> weights;
-  if (!a.weights.empty()) weights.emplace(a.weights, std::vector<std::string>{});
-  std::map<std::string, std::unique_ptr<Dump>> calib_dumps;
-  for (const Run& r : runs)
-    if (!r.transform.calib.empty() && !calib_dumps.count(r.transform.calib))
-      calib_dumps[r.transform.calib] = std::make_unique<Dump>(r.transform.calib, std::vector<std::string>{});
-  std::optional<size_t> detail_index;
-  if (a.detail != "auto" && a.detail != "none") {
-    detail_index = dump.find(a.detail);
-    if (!detail_index)
-      throw InputError(fmt::format("--detail {}: no such tensor among the selected ones of {} (use a full tensor "
-                                   "name, auto or none)",
-                                   io::printable(a.detail), io::printable(a.dump)));
-  }
+ordered_json stats_json(const UnderflowStats& s) {
+  ordered_json j;
+  j["m"] = s.rows, j["d"] = s.cols;
+  j["block"] = s.block, j["n"] = s.n, j["n_nonfinite"] = s.n_nonfinite, j["n_nonzero"] = s.n_nonzero;
+  j["n_underflow"] = s.n_underflow, j["underflow_ratio"] = s.underflow_ratio;
+  j["n_zero_after"] = s.n_zero_after, j["zero_ratio_after"] = s.zero_ratio_after;
+  j["n_blocks"] = s.n_blocks, j["n_blocks_nonzero"] = s.n_blocks_nonzero;
+  j["blocks_with_underflow_ratio"] = s.blocks_with_underflow_ratio;
+  j["mean_block_ur"] = s.mean_block_ur, j["p99_block_ur"] = s.p99_block_ur, j["max_block_ur"] = s.max_block_ur;
+  j["outlier_block_ratio_abs"] = s.outlier_block_ratio_abs;
+  j["outlier_block_ratio_rel"] = s.outlier_block_ratio_rel;
+  j["outlier_block_ratio_uf"] = s.outlier_block_ratio_uf;
+  j["n_saturated"] = s.n_saturated ? ordered_json(*s.n_saturated) : ordered_json(nullptr);
+  j["saturation_ratio"] = s.saturation_ratio ? json_number(*s.saturation_ratio) : ordered_json(nullptr);
+  j["crest"] = {{"mean", s.crest_mean}, {"median", s.crest_median}, {"q3", s.crest_q3}, {"max", s.crest_max}};
+  j["max_abs"] = s.max_abs, j["rms"] = s.rms, j["qsnr_db"] = json_number(s.qsnr_db), j["rel_l2"] = s.rel_l2;
+  j["cosine"] = s.cosine;
+  j["top_tokens"] = ranked_json(s.top_tokens), j["top_channels"] = ranked_json(s.top_channels);
+  j["token_ur"] = vec_json(s.token_ur), j["channel_ur"] = vec_json(s.channel_ur);
+  j["log2_hist_all"] = hist_json(s.log2_hist_all), j["log2_hist_underflow"] = hist_json(s.log2_hist_underflow);
+  return j;
+}
 
-  std::vector<Result> results;
-  std::vector<std::string> weight_sources(dump.size());
-  for (size_t ti = 0; ti < dump.size(); ++ti) {
-    const DumpTensor t = dump.load(ti);
-    const MatrixShape ms = as_matrix(t.x);
-    std::optional<Tensor> w;
-    for (const Run& r : runs) {
-      if (r.transform.kind != TransformSpec::Kind::smoothquant) continue;
-      if (!w) {
-        if (weights) w = find_weights(*weights, t.name, ms.cols);
-        if (weights && !w)
-          throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors "
-                                       "of the same layer and projection)",
-                                       io::printable(a.weights), io::printable(t.name)));
-        weight_sources[ti] = w ? a.weights : fmt::format("synthetic N(0,1/d) {}x{} seed {}", a.n, ms.cols, a.seed);
-        if (!w) w = synthetic_weights(a.n, ms.cols, a.seed);
-      }
-    }
-    for (size_t ri = 0; ri < runs.size(); ++ri) {
-      const Run& r = runs[ri];
-      QuantOptions o;
-      o.recipe = std::string(r.recipe->id);
-      o.rounding = rounding;
-      o.input_dtype = t.dtype;
-      std::optional<DumpTensor> calib;
-      if (!r.transform.calib.empty()) {
-        const Dump& cd = *calib_dumps.at(r.transform.calib);
-        const auto ci = cd.find(t.name);
-        if (!ci)
-          throw InputError(fmt::format("SmoothQuant calibration dump {} has no tensor {}", r.transform.calib, t.name));
-        calib = cd.load(*ci);
-      }
-      Tensor calib2;
-      if (calib) {
-        const MatrixShape cs = as_matrix(calib->x);
-        calib2 = Tensor{{cs.rows, cs.cols}, calib->x.data};
-      }
-      results.push_back({ri, ti, parse_tensor_role(t.name),
-                         study_underflow(t.x, o, r.transform, w ? &*w : nullptr, calib ? &calib2 : nullptr, a.uf)});
-    }
-  }
-
-  // ---- tables -------------------------------------------------------------
-  const std::string file = std::filesystem::path(a.dump).filename().string();
-  const std::string phase = meta(dump, "phase"), step = meta(dump, "step");
-  std::string csv_out = std::string(kColumns) + "\n";
+// summary.csv and the report's "tensors": one row per tensor x run.
+void write_tables(const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
+                  const std::vector<std::string>& weight_sources, Outputs& out) {
   ordered_json jt = ordered_json::array();
   for (const Result& res : results) {
     const Run& r = runs[res.run];
     const UnderflowStats& s = res.s;
     const std::string& name = dump.name(res.tensor);
-    csv_out += fmt::format(
+    out.csv += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-        csv_text(file), csv_text(name), res.role.layer < 0 ? "" : std::to_string(res.role.layer), res.role.kind,
-        res.role.proj, csv_text(phase), csv_text(step), s.rows, s.cols, format_name(r.recipe->format), r.recipe->id,
-        csv_text(r.transform_text), s.block, s.n, s.n_nonzero, s.n_underflow, csv_number(s.underflow_ratio),
-        csv_number(s.zero_ratio_after), s.n_blocks, csv_number(s.blocks_with_underflow_ratio), csv_number(s.mean_block_ur),
-        csv_number(s.p99_block_ur), csv_number(s.max_block_ur), csv_number(s.outlier_block_ratio_abs), csv_number(s.outlier_block_ratio_rel),
-        csv_number(s.outlier_block_ratio_uf), s.saturation_ratio ? csv_number(*s.saturation_ratio) : "", csv_number(s.crest_mean),
-        csv_number(s.max_abs), csv_number(s.rms), csv_number(s.qsnr_db), csv_number(s.rel_l2), csv_number(s.cosine));
+        csv_text(dump.file(res.tensor).filename().string()), csv_text(name),
+        res.role.layer < 0 ? "" : std::to_string(res.role.layer), res.role.kind, res.role.proj,
+        csv_text(meta(dump, res.tensor, "phase")), csv_text(meta(dump, res.tensor, "step")), s.rows, s.cols,
+        format_name(r.recipe->format), r.recipe->id, csv_text(r.transform_text), s.block, s.n, s.n_nonzero,
+        s.n_underflow, csv_number(s.underflow_ratio), csv_number(s.zero_ratio_after), s.n_blocks,
+        csv_number(s.blocks_with_underflow_ratio), csv_number(s.mean_block_ur), csv_number(s.p99_block_ur),
+        csv_number(s.max_block_ur), csv_number(s.outlier_block_ratio_abs), csv_number(s.outlier_block_ratio_rel),
+        csv_number(s.outlier_block_ratio_uf), s.saturation_ratio ? csv_number(*s.saturation_ratio) : "",
+        csv_number(s.crest_mean), csv_number(s.max_abs), csv_number(s.rms), csv_number(s.qsnr_db),
+        csv_number(s.rel_l2), csv_number(s.cosine));
     ordered_json j;
     j["tensor"] = name;
+    j["file"] = dump.file(res.tensor).string();
+    j["shape"] = dump.info(res.tensor).shape;  // rank >= 3: studied as m = product of all axes but the last
     j["layer"] = res.role.layer < 0 ? ordered_json(nullptr) : ordered_json(res.role.layer);
     j["kind"] = res.role.kind;
     j["proj"] = res.role.proj;
-    j["m"] = s.rows, j["d"] = s.cols;
     j["format"] = format_name(r.recipe->format), j["recipe"] = r.recipe->id, j["transform"] = r.transform_text;
-    j["block"] = s.block, j["n"] = s.n, j["n_nonfinite"] = s.n_nonfinite, j["n_nonzero"] = s.n_nonzero;
-    j["n_underflow"] = s.n_underflow, j["underflow_ratio"] = s.underflow_ratio;
-    j["n_zero_after"] = s.n_zero_after, j["zero_ratio_after"] = s.zero_ratio_after;
-    j["n_blocks"] = s.n_blocks, j["n_blocks_nonzero"] = s.n_blocks_nonzero;
-    j["blocks_with_underflow_ratio"] = s.blocks_with_underflow_ratio;
-    j["mean_block_ur"] = s.mean_block_ur, j["p99_block_ur"] = s.p99_block_ur, j["max_block_ur"] = s.max_block_ur;
-    j["outlier_block_ratio_abs"] = s.outlier_block_ratio_abs;
-    j["outlier_block_ratio_rel"] = s.outlier_block_ratio_rel;
-    j["outlier_block_ratio_uf"] = s.outlier_block_ratio_uf;
-    j["n_saturated"] = s.n_saturated ? ordered_json(*s.n_saturated) : ordered_json(nullptr);
-    j["saturation_ratio"] = s.saturation_ratio ? json_number(*s.saturation_ratio) : ordered_json(nullptr);
-    j["crest"] = {{"mean", s.crest_mean}, {"median", s.crest_median}, {"q3", s.crest_q3}, {"max", s.crest_max}};
-    j["max_abs"] = s.max_abs, j["rms"] = s.rms, j["qsnr_db"] = json_number(s.qsnr_db), j["rel_l2"] = s.rel_l2;
-    j["cosine"] = s.cosine;
-    j["top_tokens"] = ranked_json(s.top_tokens), j["top_channels"] = ranked_json(s.top_channels);
-    j["token_ur"] = vec_json(s.token_ur), j["channel_ur"] = vec_json(s.channel_ur);
-    j["log2_hist_all"] = hist_json(s.log2_hist_all), j["log2_hist_underflow"] = hist_json(s.log2_hist_underflow);
+    j.update(stats_json(s));
     if (!weight_sources[res.tensor].empty() && r.transform.kind == TransformSpec::Kind::smoothquant)
       j["smoothquant_weights"] = weight_sources[res.tensor];
     jt.push_back(std::move(j));
   }
+  out.json["tensors"] = std::move(jt);
+}
 
-  // Pooled over tensors, per run: counts summed, then the ratio.
+// The table on stdout, and the report's "pooled": counts summed over the
+// tensors of a run, then the ratio.
+void print_and_pool(const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
+                    Outputs& out) {
   ordered_json pooled = ordered_json::array();
-  fmt::print("{}: {} tensor(s){}\n", a.dump, dump.size(),
-             dump.aliases().empty() ? "" : fmt::format(", {} duplicate input(s) skipped", dump.aliases().size()));
+  fmt::print("{}\n", inputs_line(dump));
   for (size_t ri = 0; ri < runs.size(); ++ri) {
     int64_t nz = 0, fl = 0, n = 0, z = 0, blocks = 0, bw = 0;
     fmt::print("\n{}\n  {:<48} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8}\n", panel_title(runs[ri]), "tensor", "UR %",
@@ -270,105 +215,119 @@ int run(const Args& a) {
                       {"n_blocks", blocks},
                       {"blocks_with_underflow_ratio", blocks ? double(bw) / blocks : 0.0}});
   }
+  out.json["pooled"] = std::move(pooled);
+}
 
-  // ---- heatmaps -----------------------------------------------------------
+std::string inputs_title(const Dump& dump) {
+  const auto& files = dump.set().files();
+  return files.size() == 1 ? files[0].filename().string() : fmt::format("{} files", files.size());
+}
+
+// UR by layer and tensor kind, one panel per run: every tensor with a layer
+// index and kind, whatever its rank (rows = all axes but the last).
+void summary_heatmap(const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
+                     Outputs& out) {
   int max_layer = -1;
   for (const Result& res : results)
     if (!res.role.kind.empty()) max_layer = std::max(max_layer, res.role.layer);
-  const std::span<const std::string_view> kinds = tensor_kinds();
-  const std::string subtitle = fmt::format("{} | UR = nonzero inputs flushed to zero; grey = no tensor", file);
-  std::optional<io::RgbImage> summary_png;
-  std::string summary_csv = "format,recipe,transform,kind,layer,n_nonzero,n_underflow,underflow_ratio\n";
   ordered_json summary_json = ordered_json::array();
-  if (max_layer >= 0) {
-    HeatmapFigure fig;
-    fig.title = "Underflow ratio by layer and tensor";
-    fig.subtitle = subtitle;
-    fig.colorbar_label = "underflow ratio (UR)";
-    for (size_t ri = 0; ri < runs.size(); ++ri) {
-      HeatmapPanel p;
-      p.title = panel_title(runs[ri]);
-      p.rows = int(kinds.size()), p.cols = max_layer + 1;
-      for (std::string_view k : kinds) p.row_labels.emplace_back(k);
-      p.x_label = "layer", p.y_label = "tensor";
-      std::vector<int64_t> nz(size_t(p.rows) * p.cols, 0), fl(nz.size(), 0);
-      std::vector<uint8_t> seen(nz.size(), 0);
-      for (const Result& res : results) {
-        if (res.run != ri || res.role.kind.empty() || res.role.layer < 0) continue;
-        const size_t k = std::find(kinds.begin(), kinds.end(), res.role.kind) - kinds.begin();
-        const size_t cell = k * p.cols + res.role.layer;
-        nz[cell] += res.s.n_nonzero, fl[cell] += res.s.n_underflow, seen[cell] = 1;
-      }
-      ordered_json matrix = ordered_json::array();
-      for (int k = 0; k < p.rows; ++k) {
-        ordered_json row = ordered_json::array();
-        for (int l = 0; l < p.cols; ++l) {
-          const size_t cell = size_t(k) * p.cols + l;
-          const double v = !seen[cell] ? std::nan("") : nz[cell] ? double(fl[cell]) / nz[cell] : 0.0;
-          p.values.push_back(v);
-          row.push_back(json_number(v));
-          if (seen[cell])
-            summary_csv += fmt::format("{},{},{},{},{},{},{},{}\n", format_name(runs[ri].recipe->format),
-                                       runs[ri].recipe->id, csv_text(runs[ri].transform_text), kinds[k], l, nz[cell],
-                                       fl[cell], csv_number(v));
-        }
-        matrix.push_back(std::move(row));
-      }
-      summary_json.push_back({{"recipe", runs[ri].recipe->id},
-                              {"transform", runs[ri].transform_text},
-                              {"rows", kinds},
-                              {"layers", p.cols},
-                              {"ur", std::move(matrix)}});
-      fig.panels.push_back(std::move(p));
-    }
-    summary_png = render_heatmap(fig);
-  } else {
+  if (max_layer < 0) {
     fmt::print("\nno tensor name carries a layer index and kind (e.g. model.layers.3.mlp.down_proj.input): "
                "no summary heatmap\n");
+    out.json["heatmaps"]["summary"] = std::move(summary_json);
+    return;
   }
+  const std::span<const std::string_view> kinds = tensor_kinds();
+  HeatmapFigure fig;
+  fig.title = "Underflow ratio by layer and tensor";
+  fig.subtitle = fmt::format("{} | UR = nonzero inputs flushed to zero; grey = no tensor", inputs_title(dump));
+  fig.colorbar_label = "underflow ratio (UR)";
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    HeatmapPanel p;
+    p.title = panel_title(runs[ri]);
+    p.rows = int(kinds.size()), p.cols = max_layer + 1;
+    for (std::string_view k : kinds) p.row_labels.emplace_back(k);
+    p.x_label = "layer", p.y_label = "tensor";
+    std::vector<int64_t> nz(size_t(p.rows) * p.cols, 0), fl(nz.size(), 0);
+    std::vector<uint8_t> seen(nz.size(), 0);
+    for (const Result& res : results) {
+      if (res.run != ri || res.role.kind.empty() || res.role.layer < 0) continue;
+      const size_t k = std::find(kinds.begin(), kinds.end(), res.role.kind) - kinds.begin();
+      const size_t cell = k * p.cols + res.role.layer;
+      nz[cell] += res.s.n_nonzero, fl[cell] += res.s.n_underflow, seen[cell] = 1;
+    }
+    ordered_json matrix = ordered_json::array();
+    for (int k = 0; k < p.rows; ++k) {
+      ordered_json row = ordered_json::array();
+      for (int l = 0; l < p.cols; ++l) {
+        const size_t cell = size_t(k) * p.cols + l;
+        const double v = !seen[cell] ? std::nan("") : nz[cell] ? double(fl[cell]) / nz[cell] : 0.0;
+        p.values.push_back(v);
+        row.push_back(json_number(v));
+        if (seen[cell])
+          out.summary_csv += fmt::format("{},{},{},{},{},{},{},{}\n", format_name(runs[ri].recipe->format),
+                                         runs[ri].recipe->id, csv_text(runs[ri].transform_text), kinds[k], l,
+                                         nz[cell], fl[cell], csv_number(v));
+      }
+      matrix.push_back(std::move(row));
+    }
+    summary_json.push_back({{"recipe", runs[ri].recipe->id},
+                            {"transform", runs[ri].transform_text},
+                            {"rows", kinds},
+                            {"layers", p.cols},
+                            {"ur", std::move(matrix)}});
+    fig.panels.push_back(std::move(p));
+  }
+  out.summary_png = render_heatmap(fig);
+  out.json["heatmaps"]["summary"] = std::move(summary_json);
+}
 
+// UR_B of one tensor (--detail, or the highest UR under the first run).
+void detail_heatmap(const Args& a, const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
+                    std::optional<size_t> detail_index, Outputs& out) {
   if (a.detail == "auto" && !results.empty()) {
-    // The tensor with the highest UR under the first recipe and transform.
     const Result* best = nullptr;
     for (const Result& res : results)
       if (res.run == 0 && (!best || res.s.underflow_ratio > best->s.underflow_ratio)) best = &res;
     detail_index = best->tensor;
   }
-  std::optional<io::RgbImage> detail_png;
-  std::string detail_csv = "recipe,transform,token_start,token_end,block_start,block_end,underflow_ratio\n";
-  if (detail_index) {
-    HeatmapFigure fig;
-    fig.title = "Underflow per block: " + dump.name(*detail_index);
-    fig.subtitle = file + " | UR_B = nonzero inputs of the block flushed to zero; grey = no nonzero input";
-    fig.colorbar_label = "block underflow ratio (UR_B)";
-    for (const Result& res : results) {
-      if (res.tensor != *detail_index) continue;
-      HeatmapPanel p = detail_panel(res.s, runs[res.run], a.detail_rows);
-      for (int r = 0; r < p.rows; ++r)
-        for (int c = 0; c < p.cols; ++c) {
-          const int64_t t0 = int64_t(r * p.row_step), b0 = int64_t(c * p.col_step);
-          const int64_t blocks = (res.s.cols + res.s.block - 1) / res.s.block;
-          detail_csv += fmt::format("{},{},{},{},{},{},{}\n", runs[res.run].recipe->id,
-                                    csv_text(runs[res.run].transform_text), t0,
-                                    std::min<int64_t>(res.s.rows, t0 + int64_t(p.row_step)), b0,
-                                    std::min<int64_t>(blocks, b0 + int64_t(p.col_step)),
-                                    csv_number(p.values[size_t(r) * p.cols + c]));
-        }
-      fig.panels.push_back(std::move(p));
-    }
-    detail_png = render_heatmap(fig);
+  out.json["heatmaps"]["detail_tensor"] = detail_index ? ordered_json(dump.name(*detail_index)) : ordered_json(nullptr);
+  if (!detail_index) return;
+  HeatmapFigure fig;
+  fig.title = "Underflow per block: " + dump.name(*detail_index);
+  fig.subtitle = dump.file(*detail_index).filename().string() +
+                 " | UR_B = nonzero inputs of the block flushed to zero; grey = no nonzero input";
+  fig.colorbar_label = "block underflow ratio (UR_B)";
+  for (const Result& res : results) {
+    if (res.tensor != *detail_index) continue;
+    HeatmapPanel p = detail_panel(res.s, runs[res.run], a.detail_rows);
+    for (int r = 0; r < p.rows; ++r)
+      for (int c = 0; c < p.cols; ++c) {
+        const int64_t t0 = int64_t(r * p.row_step), b0 = int64_t(c * p.col_step);
+        const int64_t blocks = (res.s.cols + res.s.block - 1) / res.s.block;
+        out.detail_csv += fmt::format("{},{},{},{},{},{},{}\n", runs[res.run].recipe->id,
+                                      csv_text(runs[res.run].transform_text), t0,
+                                      std::min<int64_t>(res.s.rows, t0 + int64_t(p.row_step)), b0,
+                                      std::min<int64_t>(blocks, b0 + int64_t(p.col_step)),
+                                      csv_number(p.values[size_t(r) * p.cols + c]));
+      }
+    fig.panels.push_back(std::move(p));
   }
+  out.detail_png = render_heatmap(fig);
+}
 
+// The report's header: tool, inputs, runs, options, definitions.
+ordered_json report_json(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump) {
   ordered_json root;
   root["tool"] = {{"name", "fp4emu underflow"}, {"version", kVersion}};
-  root["input"] = {{"file", a.dump}, {"sha256", golden::sha256_file_hex(a.dump)}, {"metadata", dump.metadata()}};
+  root["input"] = inputs_json(dump);
   root["aliases"] = dump.aliases();
   ordered_json rj = ordered_json::array();
   for (const Run& r : runs)
     rj.push_back({{"format", format_name(r.recipe->format)},
                   {"recipe", r.recipe->id},
                   {"block", block_size(r.recipe->format)},
-                  {"rounding", rounding ? std::string(to_string(*rounding)) : std::string(to_string(r.recipe->element_rounding))},
+                  {"rounding", std::string(to_string(study.rounding.value_or(r.recipe->element_rounding)))},
                   {"transform", r.transform_text}});
   root["runs"] = rj;
   root["options"] = {{"tau_abs", a.uf.tau_abs}, {"tau_rel", a.uf.tau_rel}, {"tau_uf", a.uf.tau_uf},
@@ -378,34 +337,164 @@ int run(const Args& a) {
                           "operand, after any transform)"},
       {"zero_ratio_after", "Q(x) = 0 over finite inputs"},
       {"block_ur", "UR inside one block along d; mean/p99/max over blocks with a nonzero input"},
-      {"outlier_rules", "abs: block holds |x| >= tau_abs; rel: amax_B >= tau_rel * median amax_B; uf: UR_B >= tau_uf"},
+      {"outlier_rules", "abs: block holds |x| >= tau_abs; rel: amax_B >= tau_rel * median amax_B (over every block, "
+                        "all-zero ones included); uf: UR_B >= tau_uf (over blocks with a nonzero input)"},
+      {"crest", "amax_B / rms_B over blocks with rms_B > 0 (all-zero blocks have no crest)"},
       {"saturation_ratio", "inputs quantized to the largest element code with |x| above its value"},
-      {"qsnr_db", "10 log10(sum x^2 / sum (x - x^)^2), x^ the reconstruction mapped back to the input's domain"}};
-  root["pooled"] = pooled;
-  root["tensors"] = jt;
-  root["heatmaps"] = {{"summary", summary_json},
-                      {"detail_tensor", detail_index ? ordered_json(dump.name(*detail_index)) : ordered_json(nullptr)}};
+      {"qsnr_db", "10 log10(sum x^2 / sum (x - x^)^2), x^ the reconstruction mapped back to the input's domain"},
+      {"rows", "a tensor of rank >= 3 is studied as rows x d, rows the product of all axes but the last"},
+      {"duplicates", "a tensor bit-identical to an earlier one is studied once; `aliases` names the copies"}};
+  return root;
+}
 
-  // Everything is computed; write the files (each atomically).
-  const std::filesystem::path out(a.out);
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  if (ec || !std::filesystem::is_directory(out))
-    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", io::printable(a.out), ec.message()));
-  write_text(out / "summary.csv", csv_out);
-  write_text(out / "summary.json", root.dump(1) + "\n");
+void write_outputs(const std::string& dir, const Outputs& o) {
+  make_out_dir(dir);
+  const std::filesystem::path out(dir);
+  write_text(out / "summary.csv", o.csv);
+  write_text(out / "summary.json", o.json.dump(1) + "\n");
   std::vector<std::string> written = {"summary.csv", "summary.json"};
-  if (summary_png) {
-    io::write_png(out / "summary_heatmap.png", *summary_png);
-    write_text(out / "summary_heatmap.csv", summary_csv);
+  if (o.summary_png) {
+    io::write_png(out / "summary_heatmap.png", *o.summary_png);
+    write_text(out / "summary_heatmap.csv", o.summary_csv);
     written.insert(written.end(), {"summary_heatmap.png", "summary_heatmap.csv"});
   }
-  if (detail_png) {
-    io::write_png(out / "detail_heatmap.png", *detail_png);
-    write_text(out / "detail_heatmap.csv", detail_csv);
+  if (o.detail_png) {
+    io::write_png(out / "detail_heatmap.png", *o.detail_png);
+    write_text(out / "detail_heatmap.csv", o.detail_csv);
     written.insert(written.end(), {"detail_heatmap.png", "detail_heatmap.csv"});
   }
-  fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
+  fmt::print("\nwrote {}/{{{}}}\n", dir, fmt::join(written, ", "));
+}
+
+std::vector<Run> plan_runs(const Study& study, const std::vector<std::string>& transforms) {
+  std::vector<Run> runs;
+  const std::vector<std::string> ts = transforms.empty() ? std::vector<std::string>{"none"} : transforms;
+  for (const Recipe* r : study.recipes)
+    for (const std::string& t : ts) {
+      const TransformSpec spec = parse_transform(t);
+      runs.push_back({r, spec, spec.to_string(block_size(r->format))});
+    }
+  return runs;
+}
+
+// The dumps a study reads besides the activations: SmoothQuant weights and
+// calibration dumps (never deduplicated: every weight is stacked).
+struct Sources {
+  std::optional<Dump> weights;
+  std::map<std::string, std::unique_ptr<Dump>> calib;
+};
+
+Sources open_sources(const Args& a, const std::vector<Run>& runs) {
+  Sources s;
+  if (!a.weights.empty()) s.weights.emplace(std::vector<std::string>{a.weights}, std::vector<std::string>{}, false);
+  for (const Run& r : runs)
+    if (!r.transform.calib.empty() && !s.calib.count(r.transform.calib))
+      s.calib[r.transform.calib] =
+          std::make_unique<Dump>(std::vector<std::string>{r.transform.calib}, std::vector<std::string>{}, false);
+  return s;
+}
+
+// Every run on one tensor: read, analysed, released.
+std::vector<Result> study_tensor(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
+                                 const Sources& src, size_t ti, std::string& weight_source) {
+  const DumpTensor t = dump.load(ti);
+  const MatrixShape ms = as_matrix(t.x);
+  std::optional<Tensor> w;
+  for (const Run& r : runs) {
+    if (r.transform.kind != TransformSpec::Kind::smoothquant || w) continue;
+    if (src.weights) {
+      w = find_weights(*src.weights, t.name, ms.cols);
+      if (!w)
+        throw InputError(fmt::format("--weights {}: no weight for tensor {} (expected '<name>.weight' tensors "
+                                     "of the same layer and projection)",
+                                     io::printable(a.weights), io::printable(t.name)));
+      weight_source = a.weights;
+    } else {
+      weight_source = fmt::format("synthetic N(0,1/d) {}x{} seed {}", a.n, ms.cols, a.seed);
+      w = synthetic_weights(a.n, ms.cols, a.seed);
+    }
+  }
+  std::vector<Result> out;
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const Run& r = runs[ri];
+    QuantOptions o = study_quant_options(study, *r.recipe, t.dtype);
+    o.threads = 1;  // the tensors are the parallel loop
+    std::optional<Tensor> calib;
+    if (!r.transform.calib.empty()) {
+      const Dump& cd = *src.calib.at(r.transform.calib);
+      const auto ci = cd.find(t.name);
+      if (!ci)
+        throw InputError(fmt::format("SmoothQuant calibration dump {} has no tensor {}", r.transform.calib, t.name));
+      DumpTensor c = cd.load(*ci);
+      const MatrixShape cs = as_matrix(c.x);
+      calib = Tensor{{cs.rows, cs.cols}, std::move(c.x.data)};
+    }
+    out.push_back({ri, ti, parse_tensor_role(t.name),
+                   study_underflow(t.x, o, r.transform, w ? &*w : nullptr, calib ? &*calib : nullptr, a.uf)});
+  }
+  return out;
+}
+
+// All tensors, in parallel over tensors; results in tensor-major, run-minor
+// order whatever the thread count (each tensor's results have their own slot).
+std::vector<Result> study_all(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
+                              const Sources& src, std::vector<std::string>& weight_sources) {
+  std::vector<std::vector<Result>> per(dump.size());
+  weight_sources.assign(dump.size(), "");
+  double total = 0;
+  for (size_t i = 0; i < dump.size(); ++i) total += double(dump.bytes(i));
+  Progress progress("underflow", a.study.progress, total);
+  double done = 0;
+  size_t finished = 0;
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(study.threads)
+  for (size_t ti = 0; ti < dump.size(); ++ti) {
+    try {
+      per[ti] = study_tensor(a, study, runs, dump, src, ti, weight_sources[ti]);
+#pragma omp critical(fp4emu_underflow_progress)
+      {
+        done += double(dump.bytes(ti));
+        progress.line(done, fmt::format("tensor {}/{} {} ({} runs)", ++finished, dump.size(), dump.name(ti),
+                                        runs.size()));
+      }
+    } catch (...) {
+#pragma omp critical(fp4emu_underflow_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  std::vector<Result> results;
+  for (std::vector<Result>& r : per)
+    for (Result& x : r) results.push_back(std::move(x));
+  return results;
+}
+
+int run(const Args& a) {
+  const Study study = resolve_study(a.study);
+  const std::vector<Run> runs = plan_runs(study, a.transforms);
+  if (a.n < 1) throw InputError("--n must be at least 1");
+  if (a.detail_rows < 1) throw InputError("--detail-rows must be at least 1");
+
+  const Dump dump(a.study.inputs, a.study.tensors);
+  const Sources sources = open_sources(a, runs);
+  std::optional<size_t> detail_index;
+  if (a.detail != "auto" && a.detail != "none") {
+    detail_index = dump.find(a.detail);
+    if (!detail_index)
+      throw InputError(fmt::format("--detail {}: no such tensor among the selected ones of {} (use a full tensor "
+                                   "name, auto or none)",
+                                   io::printable(a.detail), io::printable(dump.label())));
+  }
+  std::vector<std::string> weight_sources;
+  const std::vector<Result> results = study_all(a, study, runs, dump, sources, weight_sources);
+
+  Outputs out;
+  out.json = report_json(a, study, runs, dump);
+  write_tables(runs, dump, results, weight_sources, out);
+  print_and_pool(runs, dump, results, out);
+  summary_heatmap(runs, dump, results, out);
+  detail_heatmap(a, runs, dump, results, detail_index, out);
+  write_outputs(a.out, out);
   return 0;
 }
 
@@ -415,17 +504,7 @@ void add_underflow(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("underflow", "Underflow study: nonzero activations flushed to zero, per tensor, "
                                                "block, token and channel, with heatmaps (analysis.md §1)");
-  cmd->add_option("DUMP", args->dump, "Activation dump: .safetensors (tokens x features tensors) or one .npy")
-      ->required();
-  add_list_option(cmd, "--tensor", args->tensors, "Tensor name or glob (repeatable; default: every float tensor)",
-                  false);
-  add_list_option(cmd, "--format,-f", args->formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)",
-                  true);
-  add_list_option(cmd, "--recipe,-r", args->recipes,
-                  "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
-  cmd->add_option("--scale-rule", args->scale_rule,
-                  "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
-  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+  add_study_flags(cmd, args->study);
   add_list_option(cmd, "--transform", args->transforms,
                   "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP] | occ[:q=Q] "
                   "(repeatable: one panel per format x transform)",
@@ -453,7 +532,7 @@ void add_underflow(CLI::App& app, Action& action) {
       ->default_val(256)
       ->check(integer_in(1, 1 << 16));
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
-  cmd->footer("Example: fp4emu underflow data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
+  cmd->footer("Example: fp4emu underflow dump/ --tensor 'model.layers.*.mlp.down_proj.input' --progress always "
               "--format mxfp4,nvfp4 --transform none --transform rht --out uf/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }

@@ -58,6 +58,19 @@ class Progress {
     shown_ = true;
   }
 
+  // One line per finished piece (a tensor of a study): how far, what, the
+  // elapsed time and an ETA. Lines, not a redrawn bar, because each piece
+  // takes seconds and a log should keep them.
+  void line(double done, const std::string& label) {
+    if (!enabled_) return;
+    clear();
+    const double t = seconds();
+    const double f = total_ > 0 ? std::clamp(done / total_, 0.0, 1.0) : 1.0;
+    const std::string eta = f > 0 && f < 1 ? fmt::format(", ETA {:.0f}s", t / f - t) : "";
+    fmt::print(stderr, "{}: {:3.0f}% {} ({:.1f}s elapsed{})\n", name_, 100 * f, label, t, eta);
+    std::fflush(stderr);
+  }
+
   void clear() {
     if (!shown_) return;
     fmt::print(stderr, "\r{:<{}}\r", "", width_);

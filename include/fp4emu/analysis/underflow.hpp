@@ -15,6 +15,7 @@
 
 #include "fp4emu/analysis/transforms.hpp"
 #include "fp4emu/io/tensor_file.hpp"
+#include "fp4emu/io/tensor_set.hpp"
 #include "fp4emu/quant/quantize.hpp"
 
 namespace fp4emu::analysis {
@@ -40,23 +41,32 @@ struct DumpTensor {
   InputDType dtype = InputDType::f32;
 };
 
-// The float tensors of an activation dump (.safetensors, or one .npy) that
-// match any of `globs` (all when empty; io::glob_match syntax). Tensors are
-// read one at a time (the file is memory-mapped), so a dump of any size is
-// studied in the memory of its largest tensor. Tensors that share their
-// (layer, kind) with an earlier selected tensor and are bit-identical to it
-// (q/k/v and gate/up read the same input) are skipped and listed in
-// aliases(). InputError when a glob matches nothing or no float tensor is
-// selected.
+// The float tensors of an activation dump (io::TensorSet inputs: files,
+// directories, globs, sharded indexes) that match any of `patterns` (all when
+// empty; io::name_matches syntax: globs and `re:` regexes). Tensors are read
+// one at a time (safetensors files are memory-mapped), so a dump of any size
+// is studied in the memory of its largest tensor. With `deduplicate`,
+// tensors bit-identical to an earlier selected one (q/k/v and gate/up read
+// the same input) are skipped and listed in aliases(): every study reports
+// and pools such an input once (docs/analysis.md "Duplicates"). InputError
+// when a pattern matches nothing or no float tensor is selected.
 class Dump {
  public:
-  Dump(const std::filesystem::path& path, const std::vector<std::string>& globs);
+  Dump(const std::vector<std::string>& inputs, const std::vector<std::string>& patterns, bool deduplicate = true);
   ~Dump();
+  Dump(Dump&&) noexcept;
+  Dump& operator=(Dump&&) noexcept;
 
-  const std::filesystem::path& path() const { return path_; }
-  const std::map<std::string, std::string>& metadata() const;
+  // The inputs as given, for messages.
+  const std::string& label() const { return set_->label(); }
+  const io::TensorSet& set() const { return *set_; }
   size_t size() const { return selected_.size(); }
   const std::string& name(size_t i) const;
+  // The file tensor i comes from, and that file's safetensors metadata.
+  const std::filesystem::path& file(size_t i) const;
+  const std::map<std::string, std::string>& metadata(size_t i) const;
+  const io::TensorInfo& info(size_t i) const;  // name, dtype, shape as stored
+  uint64_t bytes(size_t i) const { return info(i).nbytes; }
   DumpTensor load(size_t i) const;
   // "name = earlier name" for every skipped duplicate.
   const std::vector<std::string>& aliases() const { return aliases_; }
@@ -64,9 +74,8 @@ class Dump {
   std::optional<size_t> find(std::string_view name) const;
 
  private:
-  std::filesystem::path path_;
-  std::unique_ptr<io::TensorFile> file_;
-  std::vector<size_t> selected_;  // indices into file_->tensors()
+  std::unique_ptr<io::TensorSet> set_;
+  std::vector<size_t> selected_;  // indices into set_->tensors()
   std::vector<std::string> aliases_;
 };
 
@@ -116,7 +125,8 @@ struct UnderflowStats {
   // recipe has no packed form to read codes from.
   std::optional<int64_t> n_saturated;
   std::optional<double> saturation_ratio;
-  // Block crest factor amax_B / rms_B over blocks with rms_B > 0.
+  // Block crest factor amax_B / rms_B over blocks with rms_B > 0; NaN (null
+  // in the reports) when no block has rms_B > 0.
   double crest_mean = 0, crest_median = 0, crest_q3 = 0, crest_max = 0;
   // Input magnitude and the error of the reconstruction in the input's
   // domain (after the inverse transform).

@@ -32,10 +32,14 @@ class TensorBytes {
   TensorBytes() = default;
   explicit TensorBytes(MappedBytes mapped) : mapped_(std::move(mapped)), bytes_(mapped_.bytes()) {}
   explicit TensorBytes(std::span<const uint8_t> in_memory) : bytes_(in_memory) {}
+  // Bytes held by `owner` (e.g. an .npy file read for this one tensor).
+  TensorBytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes)
+      : owner_(std::move(owner)), bytes_(bytes) {}
   std::span<const uint8_t> bytes() const { return bytes_; }
 
  private:
   MappedBytes mapped_;
+  std::shared_ptr<const void> owner_;
   std::span<const uint8_t> bytes_;
 };
 
@@ -74,8 +78,13 @@ class TensorFile {
 // `\` escapes the next character. A pattern without these is an exact name.
 bool glob_match(std::string_view pattern, std::string_view name);
 
+// A --tensor pattern: `re:REGEX` is an ECMAScript regular expression that
+// must match the whole name (`re:.*\.(q|k)_proj\.input`); anything else is a
+// glob (glob_match). InputError naming the pattern for a malformed regex.
+bool name_matches(std::string_view pattern, std::string_view name);
+
 // Indices into file.tensors() (in file order, each once) of the tensors that
-// match any of `patterns`; all tensors when `patterns` is empty. InputError,
+// match any of `patterns` (name_matches); all tensors when `patterns` is empty. InputError,
 // naming the file and listing the tensors it has, when a pattern matches
 // nothing (every pattern must match, so a typo is never silently ignored).
 std::vector<size_t> select_tensors(const TensorFile& file, std::span<const std::string> patterns);

@@ -1,0 +1,98 @@
+#include "study.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+
+#include "cli.hpp"
+#include "progress.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/golden/sha256.hpp"
+#include "fp4emu/io/printable.hpp"
+
+namespace fp4emu::cli {
+
+using nlohmann::ordered_json;
+
+CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs) {
+  return cmd
+      ->add_option("DUMP", inputs,
+                   "Activation dump(s): .safetensors or .npy files, directories (every *.safetensors and *.npy in "
+                   "them, sorted), globs ('dump/step_*.safetensors') or a sharded index "
+                   "(model.safetensors.index.json); tensor names unique across them")
+      ->required();
+}
+
+void add_study_flags(CLI::App* cmd, StudyFlags& f) {
+  add_dump_inputs(cmd, f.inputs);
+  add_list_option(cmd, "--tensor", f.tensors,
+                  "Tensor name, glob, or re:REGEX matching the whole name (repeatable; default: every float tensor)",
+                  false);
+  add_list_option(cmd, "--format,-f", f.formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)", true);
+  add_list_option(cmd, "--recipe,-r", f.recipes,
+                  "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
+  cmd->add_option("--scale-rule", f.scale_rule,
+                  "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
+  cmd->add_option("--round", f.round, "Element rounding override where the recipe allows it");
+  add_threads_option(cmd, f.threads, "Threads over tensors and inside each tensor's work; results do not depend on it");
+  cmd->add_option("--progress", f.progress,
+                  "Progress on stderr, one line per tensor with the elapsed time: auto (when a terminal) | always | "
+                  "never")
+      ->default_val("auto");
+}
+
+Study resolve_study(const StudyFlags& f) {
+  check_progress_mode(f.progress);
+  Study s;
+  s.recipes = analysis::study_recipes(f.formats, f.recipes, f.scale_rule);
+  if (!f.round.empty()) {
+    s.rounding = parse_rounding(f.round);
+    if (!s.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", f.round));
+  }
+  s.threads = f.threads > 0 ? f.threads : std::clamp(omp_get_max_threads(), 1, kMaxThreads);
+  return s;
+}
+
+QuantOptions study_quant_options(const Study& study, const Recipe& recipe, InputDType dtype) {
+  QuantOptions o;
+  o.recipe = std::string(recipe.id);
+  o.rounding = study.rounding;
+  o.input_dtype = dtype;
+  return o;
+}
+
+ordered_json inputs_json(const analysis::Dump& dump) {
+  const io::TensorSet& set = dump.set();
+  ordered_json files = ordered_json::array();
+  for (size_t f = 0; f < set.files().size(); ++f)
+    files.push_back({{"file", set.files()[f].string()},
+                     {"kind", set.kind(f) == io::TensorFile::Kind::npy ? "npy" : "safetensors"},
+                     {"size_bytes", set.file_size(f)},
+                     {"sha256", golden::sha256_file_hex(set.files()[f])},
+                     {"metadata", set.metadata(f)}});
+  return {{"inputs", set.label()},
+          {"files", files},
+          {"tensors", dump.size()},
+          {"duplicates", "tensors bit-identical to an earlier one (same dtype, shape and bytes) are studied and pooled "
+                         "once, under the first name; `aliases` lists them"},
+          {"aliases", dump.aliases()}};
+}
+
+std::string inputs_line(const analysis::Dump& dump) {
+  const size_t files = dump.set().files().size();
+  return fmt::format("{}: {} file{}, {} tensor(s){}", dump.label(), files, files == 1 ? "" : "s", dump.size(),
+                     dump.aliases().empty()
+                         ? ""
+                         : fmt::format(", {} duplicate(s) reported once under the first name", dump.aliases().size()));
+}
+
+void make_out_dir(const std::string& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec || !std::filesystem::is_directory(out))
+    throw InputError(fmt::format("--out {}: cannot create the output directory ({})", io::printable(out),
+                                 ec ? ec.message() : "not a directory"));
+}
+
+}  // namespace fp4emu::cli

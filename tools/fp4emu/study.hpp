@@ -1,0 +1,54 @@
+#pragma once
+// What the dump studies (underflow, resq) share: the dump inputs, the options
+// that select tensors, recipes, rounding, threads and progress, and the input
+// section of their reports. One declaration of each option, one rule.
+#include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fp4emu/analysis/underflow.hpp"
+
+namespace fp4emu::cli {
+
+struct StudyFlags {
+  std::vector<std::string> inputs;  // DUMP...: files, directories, globs, sharded indexes
+  std::vector<std::string> tensors;
+  std::vector<std::string> formats;
+  std::vector<std::string> recipes;
+  std::string scale_rule;
+  std::string round;
+  int threads = 0;
+  std::string progress = "auto";
+};
+
+// The DUMP... positional (one or more inputs), described once for every command.
+CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs);
+// The DUMP... positional, --tensor, --format, --recipe, --scale-rule, --round,
+// --threads and --progress.
+void add_study_flags(CLI::App* cmd, StudyFlags& flags);
+
+// The flags checked and resolved, before any input is read.
+struct Study {
+  std::vector<const Recipe*> recipes;
+  std::optional<Rounding> rounding;
+  int threads = 1;  // resolved: at least 1
+};
+Study resolve_study(const StudyFlags& flags);
+
+// The QuantOptions of one recipe of the study for a tensor of `dtype`.
+QuantOptions study_quant_options(const Study& study, const Recipe& recipe, InputDType dtype);
+
+// The report's "input": every file (size, sha256, safetensors metadata), the
+// tensors studied and the duplicates reported once (docs/analysis.md "Inputs").
+nlohmann::ordered_json inputs_json(const analysis::Dump& dump);
+// "3 file(s), 32 tensor(s), 16 duplicate(s) reported once": the first line of
+// a study's table.
+std::string inputs_line(const analysis::Dump& dump);
+
+// Creates the output directory (InputError naming --out when it cannot).
+void make_out_dir(const std::string& out);
+
+}  // namespace fp4emu::cli
