@@ -545,9 +545,9 @@ CaseSpec hif4_bits_case(const EdgeSetup& e, int level) {
     }
   }
   return edge_case(e.recipe, e.options, "hif4_bits", "hif4_bits",
-                   fmt::format("HiF4 L2/L3 micro-exponents (hif4.md §3): a 4-group maximum at, one ulp below and "
-                               "one above each of {} searched thresholds where the scale word changes, with and "
-                               "without the sibling 4-group setting the L2 bit",
+                   fmt::format("HiF4 L2/L3 micro-exponents (docs/spec/hif4.md §3): a 4-group maximum at, one "
+                               "ulp below and one above each of {} searched thresholds where the scale word "
+                               "changes, with and without the sibling 4-group setting the L2 bit",
                                transitions),
                    std::move(blocks));
 }
