@@ -468,12 +468,15 @@ HWY_INLINE IntVec<D> GgmlUe4m3Code(D d, hn::Vec<D> x) {
   return hn::IfThenElseZero(positive, code);
 }
 
-// ggml's kvalues (nvfp4.cpp kGgmlKvalues).
-constexpr int8_t kNvGgmlKvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 // quantize_ggml; the decode factor table holds 2d (ggml_ue4m3_to_fp32 * 2).
+// The argmin over ggml's kvalues {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}
+// (times d) runs over the magnitudes of |x|: fp32(kv*d - x) is the negation
+// of fp32(-kv*d + x) (round to nearest is symmetric), the candidates of the
+// other sign and index 8 never beat index 0 (|x| <= their error, and index 0
+// comes first), and indices 9..15 are 1..7 with the sign.
 HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                             uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
+  static constexpr float kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
   const int n = static_cast<int>(hn::Lanes(d));
@@ -492,19 +495,22 @@ HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, const float* HWY_RESTRIC
     const float half = f * 0.5f;  // d, exact
     for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
       const auto v = hn::LoadU(d, x + i);
-      // argmin over k in order, strict '<': the first index wins ties; NaN -> 0.
-      auto best_err = hn::Abs(hn::Sub(hn::Set(d, static_cast<float>(kNvGgmlKvalues[0]) * half), v));
+      const auto a = hn::Abs(v);
+      // First index of the smallest fp32(|m*d - |x||), strict '<'; NaN and Inf -> 0.
+      auto best_err = a;  // m = 0: |0 - |x||
       auto best = hn::Zero(di);
-      for (int k = 1; k < 16; ++k) {
-        const auto err = hn::Abs(hn::Sub(hn::Set(d, static_cast<float>(kNvGgmlKvalues[k]) * half), v));
+      for (int k = 1; k < 8; ++k) {
+        const auto err = hn::Abs(hn::Sub(hn::Set(d, kMagnitudes[k] * half), a));
         const auto better = hn::Lt(err, best_err);
         best_err = hn::IfThenElse(better, err, best_err);
         best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
       }
+      const auto negative = hn::RebindMask(di, hn::Lt(v, hn::Zero(d)));
+      const auto code = hn::IfThenElse(hn::And(negative, hn::Gt(best, hn::Zero(di))), hn::Or(best, hn::Set(di, 8)), best);
       if (y)
-        hn::StoreU(hn::Mul(NvCodeValue(d, best, true), hn::Set(d, f)), d, y + i);
+        hn::StoreU(hn::Mul(NvCodeValue(d, code, true), hn::Set(d, f)), d, y + i);
       else
-        StoreCodeBytes(d, best, codes + i);
+        StoreCodeBytes(d, code, codes + i);
     }
     if (!y) scales[b] = static_cast<uint32_t>(scale_code[b]);
   }
