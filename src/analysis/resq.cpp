@@ -1,4 +1,4 @@
-// Rollout-ResQ residual study (resq.hpp, analysis.md §2.1, §2.4, §4).
+// Rollout-ResQ residual study (resq.hpp, docs/analysis.md §3.1, §3.3, §3.4).
 #include "fp4emu/analysis/resq.hpp"
 
 #include <fmt/format.h>
@@ -17,7 +17,7 @@ namespace fp4emu::analysis {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kFp4OverFp16 = 4.0;  // r4: FP4 tensor-core throughput over FP16 (analysis.md §4)
+constexpr double kFp4OverFp16 = 4.0;  // r4: FP4 tensor-core throughput over FP16 (docs/analysis.md §3.4)
 
 double qsnr(double nmse) {
   return nmse == 0 ? std::numeric_limits<double>::infinity() : -10.0 * std::log10(nmse);
@@ -164,7 +164,7 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
                                    "(select other tensors with --tensor)",
                                    name));
 
-  // Primary and residual (analysis.md §8.2 steps 1-3).
+  // Primary and residual (docs/analysis.md §3).
   const Tensor qx = fake_quant(x, o);
   ResqTensorResult result;
   Tensor dx{x.shape, std::vector<float>(x.data.size())};

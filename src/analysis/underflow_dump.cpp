@@ -1,5 +1,5 @@
 // Activation dumps for the studies: tensor selection, layer/kind naming
-// (analysis.md §1.3, §7.2) and deduplication of shared layer inputs.
+// (docs/analysis.md §1) and deduplication of shared layer inputs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -112,7 +112,7 @@ std::vector<const Recipe*> study_recipes(const std::vector<std::string>& formats
   if (!scale_rule.empty() && std::find(selected.begin(), selected.end(), Format::mxfp4) == selected.end())
     throw InputError(fmt::format("--scale-rule {} applies to mxfp4, which --format does not select", scale_rule));
   for (const Format f : selected) {
-    // analysis.md's "ceil" rule, 2^ceil(log2(amax / 6)) (no block maximum
+    // docs/analysis.md's "ceil" rule, 2^ceil(log2(amax / 6)) (no block maximum
     // saturates), is NVIDIA's RCEIL recipe; torchao's CEIL (ceil(log2 amax) - 2)
     // is another rule, available as --recipe mxfp4.ceil.
     if (f == Format::mxfp4 && scale_rule == "ceil") out.push_back(find_recipe("mxfp4.rceil"));

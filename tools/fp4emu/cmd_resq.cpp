@@ -1,5 +1,5 @@
 // `fp4emu resq DUMP --out DIR`: Rollout-ResQ, the sparsified quantized
-// residual, by sparsity pattern (analysis.md §2, §4, §8.2).
+// residual, by sparsity pattern (docs/analysis.md §3, §3.4).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -327,7 +327,7 @@ int run(const Args& a) {
 void add_resq(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("resq", "Rollout-ResQ study: Q(X) + S(Q(X - Q(X))) by sparsity pattern, activation "
-                                          "and output errors, deletion measures, cost model (analysis.md §2, §4)");
+                                          "and output errors, deletion measures, cost model (docs/analysis.md §3, §3.4)");
   add_study_flags(cmd, args->study);
   cmd->add_option("--weights,-w", args->weights,
                   "Weights dump ('<layer>.<proj>.weight', n x d): a file, directory, glob or sharded index; "

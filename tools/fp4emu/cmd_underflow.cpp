@@ -1,5 +1,5 @@
 // `fp4emu underflow DUMP --out DIR`: how many nonzero activations each format
-// flushes to zero, per tensor, block, token and channel (analysis.md §1, §8.1),
+// flushes to zero, per tensor, block, token and channel (docs/analysis.md §2),
 // with summary and detail heatmaps.
 #include <fmt/format.h>
 
@@ -503,7 +503,7 @@ int run(const Args& a) {
 void add_underflow(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("underflow", "Underflow study: nonzero activations flushed to zero, per tensor, "
-                                               "block, token and channel, with heatmaps (analysis.md §1)");
+                                               "block, token and channel, with heatmaps (docs/analysis.md §2)");
   add_study_flags(cmd, args->study);
   add_list_option(cmd, "--transform", args->transforms,
                   "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP] | occ[:q=Q] "

@@ -1,5 +1,5 @@
 #pragma once
-// A one-line progress bar on stderr for long commands (DESIGN.md §5). In
+// A one-line progress bar on stderr for long commands (docs/architecture.md §2). In
 // `auto` mode it appears only when stderr is a terminal and the work has
 // already taken a second; `always` forces it (logs, tests), `never` hides it.
 // It is redrawn at most ten times a second and erased by clear(), so the

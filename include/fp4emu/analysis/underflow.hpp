@@ -1,5 +1,5 @@
 #pragma once
-// Activation underflow (analysis.md §1): how many nonzero inputs a format
+// Activation underflow (docs/analysis.md §2): how many nonzero inputs a format
 // flushes to zero, where (blocks, tokens, channels), and how that relates to
 // outlier blocks and block crest factors. Also the naming of activation dumps
 // (§1.3, §7.2) shared by the underflow and resq studies.
@@ -81,7 +81,7 @@ class Dump {
 
 // The recipes a study runs: each of `recipes` (ids, or a format name for its
 // default recipe) when given, else the default recipe of each of `formats`
-// (all three when empty). `mxfp4_scale_rule` "ocp" or "ceil" (analysis.md
+// (all three when empty). `mxfp4_scale_rule` "ocp" or "ceil" (docs/analysis.md
 // §5.2, §8) picks mxfp4.ocp or mxfp4.rceil (2^ceil(log2(amax/6))) for the
 // format mxfp4. InputError
 // for unknown names.
