@@ -29,7 +29,8 @@ from ._core import Packed
 
 __version__ = _core.__version__
 __all__ = ["formats", "recipes", "fake_quant", "quantize", "dequantize", "load", "gemm", "compare", "identify",
-           "sparsity_mask", "Packed", "golden"]
+           "sparsity_mask", "Packed", "golden", "read_tensors", "underflow", "resq", "synthetic_weights",
+           "tensor_role"]
 
 
 def _torch_array(x: Any):
@@ -137,7 +138,7 @@ def fake_quant(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = No
         >>> fp4emu.fake_quant(x, "mxfp4.ocp")[:4]
         array([-3., -3., -3., -3.], dtype=float32)
     """
-    a, dt = _as_input(x, input_dtype)
+    a, dt = _input(x, input_dtype)
     return _core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl)
 
 
@@ -160,7 +161,7 @@ def quantize(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None
         >>> p.codes.shape, p.scales.shape, p.scales[0, 0]
         ((2, 16), (2, 1), 127)
     """
-    a, dt = _as_input(x, input_dtype)
+    a, dt = _input(x, input_dtype)
     return _core.quantize(a, dt, recipe, axis, rounding, tail, global_amax, nibble_order, scale_bit_order,
                           scale_layout, threads, impl)
 
@@ -237,7 +238,7 @@ def compare(x: Any, recipes: Union[str, Iterable[str]], axis: int = -1, tail: Op
         True
     """
     ids = recipes.split(",") if isinstance(recipes, str) else list(recipes)
-    a, dt = _as_input(x, input_dtype)
+    a, dt = _input(x, input_dtype)
     return _core.compare(a, dt, ids, axis, tail)
 
 
@@ -259,7 +260,7 @@ def identify(x: Any, format: str, output: Any = None, packed: Optional[Packed] =
         (True, 'mxfp4.rceil')
     """
     import json
-    a, dt = _as_input(x, input_dtype)
+    a, dt = _input(x, input_dtype)
     if packed is not None:
         if codes is not None or scales is not None:
             raise ValueError("packed holds codes and scales already; give either packed or codes/scales")
@@ -289,6 +290,106 @@ def sparsity_mask(values: Any, pattern: str) -> _np.ndarray:
     """
     a, _ = _as_input(values, "f32")
     return _core.sparsity_mask(a, pattern)
+
+
+# ---- activation dumps and studies (docs/analysis.md) ------------------------------------------
+def read_tensors(path: Union[str, _os.PathLike], tensors: Optional[Iterable[str]] = None,
+                 bf16: str = "bits") -> dict:
+    """The tensors of a ``.safetensors`` dump (or one ``.npy``) as ``{name: array}``, in file order.
+
+    ``tensors``: name globs as ``fp4emu compare --tensor`` (each must match).
+    bf16 tensors come as ``np.uint16`` bit patterns (``bf16="bits"``: pass
+    them with ``input_dtype="bf16"``) or widened exactly (``bf16="float32"``).
+
+    Example::
+
+        >>> acts = fp4emu.read_tensors("data/sample_dump.safetensors", ["model.layers.0.*"])
+        >>> sorted(acts)[0]
+        'model.layers.0.mlp.down_proj.input'
+    """
+    if bf16 not in ("bits", "float32"):
+        raise ValueError(f"bf16='{bf16}' is unknown; use bits or float32")
+    out, bf16_names, _ = _core.read_tensors(_os.fspath(path), list(tensors or []))
+    if bf16 == "float32":
+        for name in bf16_names:
+            out[name] = (out[name].astype(_np.uint32) << 16).view(_np.float32)
+    else:
+        out = {k: _Bf16Bits(v) if k in bf16_names else v for k, v in out.items()}
+    return out
+
+
+class _Bf16Bits(_np.ndarray):
+    """uint16 bf16 bit patterns that every fp4emu call reads as bf16 (read_tensors(bf16="bits"))."""
+
+    def __new__(cls, bits):
+        return _np.asarray(bits).view(cls)
+
+
+def _input(x, input_dtype):
+    if isinstance(x, _Bf16Bits):
+        return _as_input(x.view(_np.ndarray), input_dtype or "bf16")
+    return _as_input(x, input_dtype)
+
+
+def underflow(x: Any, recipe: str, transform: str = "none", weights: Any = None, threads: int = 0,
+              input_dtype: Optional[str] = None) -> dict:
+    """``fp4emu underflow`` on one tokens × features tensor: how many nonzero inputs ``recipe`` flushes to zero.
+
+    Blocks run along the last axis. ``transform``: none, rht[:b=N,seed=S],
+    smoothquant[:alpha=A] (needs ``weights``, n × d) or occ[:q=Q]. Returns
+    underflow_ratio, zero_ratio_after, the block and outlier-block ratios,
+    crest factors, qsnr_db, per-token and per-channel UR arrays and the
+    log2 magnitude histograms (docs/analysis.md defines each).
+
+    Example::
+
+        >>> fp4emu.underflow(x, "mxfp4.ocp", transform="rht")["underflow_ratio"]
+        0.0123
+    """
+    a, dt = _input(x, input_dtype)
+    w = None if weights is None else _as_input(weights, "f32")[0]
+    return _core.underflow(a, dt, recipe, transform, w, threads)
+
+
+def resq(x: Any, weights: Any, recipe: str, patterns: Iterable[str] = ("none", "dense", "2:4"), seed: int = 0,
+         threads: int = 0, input_dtype: Optional[str] = None) -> list:
+    """Rollout-ResQ (``fp4emu resq``) on one tensor: X^ = Q(X) + S(Q(X − Q(X))) for each sparsity pattern S.
+
+    ``x`` tokens × d, ``weights`` n × d (e.g. :func:`synthetic_weights`).
+    One dict per pattern: act_qsnr_db, out_qsnr_db, recovered_fraction,
+    kept_density, the deletion measures drop_res_* / drop_prim_*, and
+    speedup_vs_fp16 under the cost model of docs/analysis.md.
+
+    Example::
+
+        >>> rows = fp4emu.resq(x, fp4emu.synthetic_weights(128, x.shape[1]), "nvfp4.te", ["none", "2:4"])
+        >>> rows[1]["act_qsnr_db"] > rows[0]["act_qsnr_db"]
+        True
+    """
+    a, dt = _input(x, input_dtype)
+    return _core.resq(a, dt, _as_input(weights, "f32")[0], recipe, list(patterns), seed, threads)
+
+
+def synthetic_weights(n: int, d: int, seed: int = 0) -> _np.ndarray:
+    """The seeded N(0, 1/d) weights (n × d, float32) the study commands use when no weights are given.
+
+    Example::
+
+        >>> fp4emu.synthetic_weights(256, 1024).shape
+        (256, 1024)
+    """
+    return _core.synthetic_weights(n, d, seed)
+
+
+def tensor_role(name: str) -> dict:
+    """What a dump tensor's name says: ``{"layer": int | None, "kind": "qkv_in" | "o_in" | "gateup_in" | "down_in" | "", "proj": ...}``.
+
+    Example::
+
+        >>> fp4emu.tensor_role("model.layers.3.mlp.down_proj.input")
+        {'layer': 3, 'kind': 'down_in', 'proj': 'down'}
+    """
+    return _core.tensor_role(name)
 
 
 from . import golden  # noqa: E402  (needs the names above)

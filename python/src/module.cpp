@@ -23,11 +23,14 @@
 
 #include "fp4emu/analysis/compare.hpp"
 #include "fp4emu/analysis/identify.hpp"
+#include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/analysis/sparsity.hpp"
+#include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/array.hpp"
+#include "fp4emu/io/tensor_file.hpp"
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
@@ -381,6 +384,125 @@ py::dict golden_verify(const std::filesystem::path& suite, const std::filesystem
   return d;
 }
 
+// ---- activation studies (docs/analysis.md) -----------------------------------------
+// The tensors of a .safetensors dump or an .npy file: {name: array}; bf16 as
+// uint16 bit patterns (their names in `bf16`).
+py::tuple read_tensors(const std::filesystem::path& path, const std::vector<std::string>& patterns) {
+  std::unique_ptr<io::TensorFile> file;
+  {
+    py::gil_scoped_release unlocked;
+    file = file_call(path, false, [&] { return std::make_unique<io::TensorFile>(path); });
+  }
+  py::dict out;
+  py::list bf16;
+  for (size_t i : io::select_tensors(*file, patterns)) {
+    const io::TensorInfo& t = file->tensors()[i];
+    py::dtype dt;
+    switch (t.dtype) {
+      case io::DType::f32: dt = py::dtype::of<float>(); break;
+      case io::DType::f64: dt = py::dtype::of<double>(); break;
+      case io::DType::f16: dt = py::dtype("float16"); break;
+      case io::DType::bf16: dt = py::dtype::of<uint16_t>(); bf16.append(t.name); break;
+      case io::DType::u8: dt = py::dtype::of<uint8_t>(); break;
+      case io::DType::u16: dt = py::dtype::of<uint16_t>(); break;
+      case io::DType::u32: dt = py::dtype::of<uint32_t>(); break;
+      case io::DType::i32: dt = py::dtype::of<int32_t>(); break;
+    }
+    py::array a(dt, std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()));
+    const io::TensorBytes b = file->bytes(i);
+    if (b.bytes().size() != static_cast<size_t>(a.nbytes()))
+      throw InputError(fmt::format("'{}': tensor '{}' holds {} bytes, its shape needs {}", file->file(), t.name,
+                                   b.bytes().size(), a.nbytes()));
+    if (a.nbytes()) std::memcpy(a.mutable_data(), b.bytes().data(), b.bytes().size());
+    out[py::str(t.name)] = a;
+  }
+  return py::make_tuple(out, bf16, file->metadata());
+}
+
+py::dict underflow_call(const py::array& x, const std::string& dtype, const std::string& recipe,
+                        const std::string& transform, const std::optional<py::array>& weights, int threads) {
+  QuantOptions o;
+  o.recipe = recipe;
+  o.input_dtype = parse_input_dtype(dtype);
+  o.threads = check_threads(threads);
+  const analysis::TransformSpec spec = analysis::parse_transform(transform);
+  if (!spec.calib.empty()) throw InputError("transform calib= (a calibration dump) is for the command line only");
+  const Tensor t = to_tensor(x, o.input_dtype);
+  std::optional<Tensor> w;
+  if (weights) w = to_dense_f32(*weights);
+  analysis::UnderflowStats s;
+  {
+    py::gil_scoped_release unlocked;
+    s = analysis::study_underflow(t, o, spec, w ? &*w : nullptr, nullptr, analysis::UnderflowOptions{});
+  }
+  py::dict d;
+  d["rows"] = s.rows;
+  d["cols"] = s.cols;
+  d["block"] = s.block;
+  d["n"] = s.n;
+  d["n_nonfinite"] = s.n_nonfinite;
+  d["n_nonzero"] = s.n_nonzero;
+  d["n_underflow"] = s.n_underflow;
+  d["n_zero_after"] = s.n_zero_after;
+  d["underflow_ratio"] = s.underflow_ratio;
+  d["zero_ratio_after"] = s.zero_ratio_after;
+  d["n_blocks"] = s.n_blocks;
+  d["blocks_with_underflow_ratio"] = s.blocks_with_underflow_ratio;
+  d["mean_block_ur"] = s.mean_block_ur;
+  d["p99_block_ur"] = s.p99_block_ur;
+  d["max_block_ur"] = s.max_block_ur;
+  d["outlier_block_ratio_abs"] = s.outlier_block_ratio_abs;
+  d["outlier_block_ratio_rel"] = s.outlier_block_ratio_rel;
+  d["outlier_block_ratio_uf"] = s.outlier_block_ratio_uf;
+  d["saturation_ratio"] = s.saturation_ratio ? py::object(py::float_(*s.saturation_ratio)) : py::object(py::none());
+  d["crest_mean"] = s.crest_mean;
+  d["crest_max"] = s.crest_max;
+  d["max_abs"] = s.max_abs;
+  d["rms"] = s.rms;
+  d["qsnr_db"] = s.qsnr_db;
+  d["rel_l2"] = s.rel_l2;
+  d["cosine"] = s.cosine;
+  d["token_ur"] = py::array_t<double>(s.token_ur.size(), s.token_ur.data());
+  d["channel_ur"] = py::array_t<double>(s.channel_ur.size(), s.channel_ur.data());
+  d["log2_hist_all"] = s.log2_hist_all;
+  d["log2_hist_underflow"] = s.log2_hist_underflow;
+  return d;
+}
+
+// One dict per pattern: the report row's metrics and its sums (so rows of
+// several tensors pool as the command does: sums added, dB averaged).
+py::list resq_call(const py::array& x, const std::string& dtype, const py::array& w, const std::string& recipe,
+                   const std::vector<std::string>& patterns, uint64_t seed, int threads) {
+  QuantOptions o;
+  o.recipe = recipe;
+  o.input_dtype = parse_input_dtype(dtype);
+  o.threads = check_threads(threads);
+  std::vector<analysis::SparsityPattern> ps;
+  for (const std::string& p : patterns) ps.push_back(analysis::parse_pattern(p, 0.5, seed));
+  const Tensor t = to_tensor(x, o.input_dtype), wt = to_dense_f32(w);
+  analysis::ResqTensorResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = analysis::study_resq("x", t, wt, o, analysis::TransformSpec{}, nullptr, ps, analysis::ResqOptions{});
+  }
+  py::list out;
+  for (const analysis::ResqRow& row : r.rows) {
+    py::dict d;
+    d["pattern"] = row.pattern.name;
+    d["kept_density"] = row.kept_density();
+    d["act_qsnr_db"] = row.act_qsnr_db();
+    d["out_qsnr_db"] = row.out_qsnr_db();
+    d["recovered_fraction"] = row.recovered_fraction();
+    d["drop_res_mse"] = row.drop_res_mse();
+    d["drop_prim_mse"] = row.drop_prim_mse();
+    d["drop_res_norm"] = row.drop_res_norm();
+    d["drop_prim_norm"] = row.drop_prim_norm();
+    d["speedup_vs_fp16"] = analysis::speedup_vs_fp16(row.pattern);
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -541,4 +663,26 @@ PYBIND11_MODULE(_core, m) {
         return owning_array(std::move(mask), {rows, cols});
       },
       py::arg("values"), py::arg("pattern"));
+
+  m.def("read_tensors", &read_tensors, py::arg("path"), py::arg("patterns"));
+  m.def("underflow", &underflow_call, py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("transform"),
+        py::arg("weights"), py::arg("threads"));
+  m.def("resq", &resq_call, py::arg("x"), py::arg("input_dtype"), py::arg("w"), py::arg("recipe"),
+        py::arg("patterns"), py::arg("seed"), py::arg("threads"));
+  m.def(
+      "synthetic_weights",
+      [](int64_t n, int64_t d, uint64_t seed) {
+        if (n < 1 || d < 1) throw InputError(fmt::format("synthetic_weights({}, {}): both sizes must be >= 1", n, d));
+        Tensor w = analysis::synthetic_weights(n, d, seed);
+        return owning_array(std::move(w.data), w.shape);
+      },
+      py::arg("n"), py::arg("d"), py::arg("seed"));
+  m.def("tensor_role", [](const std::string& name) {
+    const analysis::TensorRole r = analysis::parse_tensor_role(name);
+    py::dict d;
+    d["layer"] = r.layer < 0 ? py::object(py::none()) : py::object(py::int_(r.layer));
+    d["kind"] = r.kind;
+    d["proj"] = r.proj;
+    return d;
+  });
 }

@@ -94,7 +94,7 @@ def test_input_dtypes():
     bf = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncated to bf16 bit patterns
     widened = (bf.astype(np.uint32) << 16).view(np.float32)
     assert bits(fp4emu.fake_quant(bf, "hif4.a6", input_dtype="bf16")) == \
-        bits(fp4emu.fake_quant(widened, "hif4.a6", input_dtype="bf16"))
+        bits(fp4emu.fake_quant(widened, "hif4.a6"))  # fp32 values exact in bf16
     assert bits(fp4emu.fake_quant(bf, "nvfp4.te", input_dtype="bf16")) == bits(fp4emu.fake_quant(widened, "nvfp4.te"))
     h = x.astype(np.float16)
     assert bits(fp4emu.fake_quant(h, "mxfp4.ocp")) == bits(fp4emu.fake_quant(h.astype(np.float32), "mxfp4.ocp"))
@@ -243,9 +243,10 @@ def test_python_threads_quantize_concurrently():
 
 def test_golden_generate_and_verify(tmp_path):
     s = fp4emu.golden.generate(tmp_path / "suite", recipes=["mxfp4.ocp"], families=["special", "codes"])
-    assert s["cases"] == 2
     cand = tmp_path / "cand"
     manifest = json.loads((tmp_path / "suite" / "manifest.json").read_text())
+    assert s["cases"] == len(manifest["cases"]) >= 2
+    assert {c["family"] for c in manifest["cases"]} == {"special", "codes"}
     for case in manifest["cases"]:
         x = np.load(tmp_path / "suite" / case["id"] / "input.npy")
         p = fp4emu.quantize(x, case["recipe"], axis=case["options"]["axis"], rounding=case["options"]["rounding"])
@@ -254,7 +255,7 @@ def test_golden_generate_and_verify(tmp_path):
         np.save(cand / case["id"] / "scales.npy", p.scales)
         np.save(cand / case["id"] / "dequant.npy", p.dequantize())
     r = fp4emu.golden.verify(tmp_path / "suite", cand)
-    assert r.passed and r.count("pass") == 2, r.text
+    assert r.passed and r.count("pass") == s["cases"], r.text
     codes = np.load(cand / "mxfp4.ocp/special/codes.npy")
     codes[0, 0] ^= 0x1
     np.save(cand / "mxfp4.ocp/special/codes.npy", codes)

@@ -1,7 +1,7 @@
 """Inputs are read in place: quantizing a C-contiguous array (numpy or torch)
 allocates the outputs, never a second copy of the input. Measured as the
 process's peak resident memory in a fresh interpreter, with an input large
-enough (128 MiB) that a copy could not hide in the noise."""
+enough (64 MiB) that a copy could not hide in the noise."""
 import os
 import subprocess
 import sys
@@ -13,7 +13,7 @@ import resource, sys
 import numpy as np
 import fp4emu
 kind, call = sys.argv[1], sys.argv[2]
-n = 32 << 20                                  # 32 Mi values
+n = 16 << 20                                  # 16 Mi values
 if kind == "torch":
     import torch
     x = torch.ones(n // 1024, 1024).mul_(1.5)

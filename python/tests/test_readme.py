@@ -21,6 +21,7 @@ def test_python_examples_run(tmp_path, monkeypatch):
     assert len(blocks) >= 3
     monkeypatch.chdir(tmp_path)
     (tmp_path / "golden").symlink_to(ROOT / "golden")
+    (tmp_path / "data").symlink_to(ROOT / "data")
     namespace = {}
     for code in blocks:
         exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own examples
