@@ -51,6 +51,14 @@ Tensor with_specials(const std::vector<std::pair<int, float>>& where, uint64_t s
   return t;
 }
 
+bool bit_identical_value(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+Tensor finite_or_zero(Tensor t) {
+  for (float& v : t.data)
+    if (!std::isfinite(v)) v = 0.0f;
+  return t;
+}
+
 bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.shape == b.shape && a.data.size() == b.data.size() &&
          std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
@@ -100,13 +108,19 @@ TEST(PackedRoundTrip, EveryRecipeWithNanAndInfinity) {
         EXPECT_TRUE(bit_identical(y, dequantize(p)));
         const Tensor f = fake_quant(x, o);
         ASSERT_EQ(y.data.size(), f.data.size());
-        // hif4.v14_special copies ±Inf through in fake-quant only: its packed
-        // form has no code for them (docs/formats.md, the HiF4 recipe table).
-        const bool inf_not_packed = r.id == "hif4.v14_special";
+        // hif4.v14_special: NaN and ±Inf count as 0 and get code 0; only
+        // fake-quant copies them through (docs/formats.md, the HiF4 recipe
+        // table). So the packed form gives the fake-quant of x with those
+        // lanes 0, and fake-quant differs from it exactly there.
+        const Tensor expected = r.id == "hif4.v14_special" ? fake_quant(finite_or_zero(x), o) : f;
         for (size_t i = 0; i < y.data.size(); ++i) {
-          if (inf_not_packed && std::isinf(x.data[i])) continue;
-          if (!same_bits(y.data[i], f.data[i])) {
-            ADD_FAILURE() << "element " << i << ": dequantized " << y.data[i] << ", fake-quant " << f.data[i];
+          if (!same_bits(y.data[i], expected.data[i])) {
+            ADD_FAILURE() << "element " << i << ": dequantized " << y.data[i] << ", expected " << expected.data[i];
+            break;
+          }
+          const bool copied = !std::isfinite(x.data[i]) && r.id == "hif4.v14_special";
+          if (copied ? !bit_identical_value(f.data[i], x.data[i]) : !same_bits(f.data[i], expected.data[i])) {
+            ADD_FAILURE() << "element " << i << ": fake-quant " << f.data[i] << " of " << x.data[i];
             break;
           }
         }
@@ -114,6 +128,40 @@ TEST(PackedRoundTrip, EveryRecipeWithNanAndInfinity) {
     }
   }
   EXPECT_GT(files, 100);
+}
+
+// The bits of hif4.v14_special's non-finite lanes, worked by hand (hif4.md
+// §6.1, §6.3): a block of 1.0 with NaN, +Inf, a negative NaN with a payload
+// and -Inf at lanes 5..8. Those lanes count as 0, so M = 1: s0 = bf16(c7) =
+// 1.140625 * 2^-3, E6M2 RNE 1.25 * 2^-3 (code 45 << 2 | 1 = 0xB5), r =
+// bf16(6.4) = 6.40625, every b and c is 1, t = 6.40625 / 4, q = floor(4t +
+// 1/2) = 6: value 6/4 * 2^2 * 0.15625 = 0.9375. The non-finite lanes get code
+// 0x0 and dequantize to +0; fake-quant copies their input bits. The
+// round-trip test above once failed under clang only because its random
+// tensors depended on the compiler, not because these bits did.
+TEST(PackedRoundTrip, Hif4V14SpecialNonFiniteLanes) {
+  const uint32_t specials[] = {0x7FC00000u, 0x7F800000u, 0xFFC12345u, 0xFF800000u};
+  Tensor x;
+  x.shape = {1, 64};
+  x.data.assign(64, 1.0f);
+  for (int i = 0; i < 4; ++i) x.data[5 + i] = from_bits(specials[i]);
+  QuantOptions o;
+  o.recipe = "hif4.v14_special";
+  const PackedTensor p = quantize(x, o);
+  EXPECT_EQ(p.scales, (std::vector<uint8_t>{0xB5, 0xFF, 0xFF, 0xFF}));
+  std::vector<uint8_t> codes(32, 0x66);  // code 6 in both nibbles
+  codes[2] = 0x06;                      // lanes 4, 5: 6, 0 (low nibble first)
+  codes[3] = 0x00;                      // lanes 6, 7
+  codes[4] = 0x60;                      // lanes 8, 9: 0, 6
+  EXPECT_EQ(p.codes, codes);
+  const Tensor y = dequantize(p);
+  const Tensor f = fake_quant(x, o);
+  for (int i = 0; i < 64; ++i) {
+    SCOPED_TRACE(i);
+    const bool special = i >= 5 && i <= 8;
+    EXPECT_EQ(std::bit_cast<uint32_t>(y.data[static_cast<size_t>(i)]), special ? 0u : 0x3F700000u);  // +0, 0.9375
+    EXPECT_EQ(std::bit_cast<uint32_t>(f.data[static_cast<size_t>(i)]), special ? specials[i - 5] : 0x3F700000u);
+  }
 }
 
 // The same through the command line, as reported: nvfp4.torchao on a
@@ -231,7 +279,7 @@ TEST(PackedMetadata, GlobalScalesAgreeBitForBit) {
   const float next = std::nextafter(good.global_amax, kInf);
   expect_input_error([&] { read_packed(with_field(dir, "global_amax", fmt::format("{:a}", next), "nvfp4.te")); },
                      {"bad.safetensors", "'global_amax'", "global_scale"});
-  for (const std::string& text : {"nan", "-inf", "0x1p+200", "1.0 ", " 1.0", "one"}) {
+  for (const char* text : {"nan", "-inf", "0x1p+200", "1.0 ", " 1.0", "one"}) {
     SCOPED_TRACE(text);
     expect_input_error([&] { read_packed(with_field(dir, "global_decode_scale", text, "nvfp4.te")); },
                        {"bad.safetensors", "global_decode_scale"});

@@ -64,7 +64,11 @@ inline float random_wide(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> coin(0, 15);
   const int c = coin(rng);
   if (c == 0) return 0.0f;
-  const float v = static_cast<float>(std::ldexp(mant(rng), exp(rng)));
+  // Two draws in one call's arguments would be taken in a compiler-chosen
+  // order (GCC right to left, clang left to right): the tensors, and the
+  // tests' outcomes, would depend on the compiler. Exponent first, as GCC did.
+  const int e = exp(rng);
+  const float v = static_cast<float>(std::ldexp(mant(rng), e));
   return (c & 1) ? -v : v;
 }
 
