@@ -31,6 +31,7 @@
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/simd.hpp"
+#include "fp4emu/threads.hpp"
 
 namespace {
 
@@ -79,7 +80,7 @@ struct Impl_ {
 };
 const Impl_ kImpls[] = {{"reference", Impl::reference, 1}, {"fast_1t", Impl::fast, 1}, {"fast_all", Impl::fast, 0}};
 
-int all_threads() { return simd::thread_count(0); }
+int all_threads() { return fp4emu::thread_count(0); }
 
 void set_counters(benchmark::State& state, int threads) {
   state.SetItemsProcessed(state.iterations() * kElements);

@@ -2,12 +2,12 @@
 #include "fp4emu/gemm/gemm.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <bit>
 #include <cmath>
 
 #include "fp4emu/error.hpp"
+#include "fp4emu/threads.hpp"
 #include "models.hpp"
 
 namespace fp4emu {
@@ -84,7 +84,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
     return d < shape.size() ? shape[d] : 0;  // bad shapes are reported below
   };
   const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, 1);
-  const int threads = options.threads > 0 ? options.threads : work < (1 << 22) ? 1 : omp_get_max_threads();
+  const int threads = options.threads != 0 || work >= (1 << 22) ? thread_count(options.threads) : 1;
   const Operand a = make_operand(a_in, Side::a);
   const Operand b = make_operand(b_in, Side::b);
   if (a.k() != b.k())

@@ -18,7 +18,6 @@
 // exact, and block_fp32 with several blocks per step: the block dot products
 // of a tile are stored and combined per output (combine_dots): in one int64
 // when the output's exponents are close, in the Kulisch accumulator otherwise.
-#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "exact_sum.hpp"
+#include "fp4emu/threads.hpp"
 #include "models.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -213,7 +213,6 @@ HWY_EXPORT(FmaTile);
 namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-int thread_count(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
 // Two int16 lanes in one int32, `lo` in the low half (little-endian lane order).
 int32_t int16_pair(int8_t lo, int8_t hi) {

@@ -1,14 +1,12 @@
 // `golden generate`: runs every case through the reference quantizer and
 // writes the suite (golden/README.md describes the files).
 #include <fmt/format.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <exception>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "fp4emu/codec/minifloat.hpp"
@@ -18,6 +16,7 @@
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/atomic_file.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/threads.hpp"
 #include "fp4emu/version.hpp"
 #include "generator.hpp"
 #include "packing.hpp"
@@ -231,14 +230,13 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
 CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, ojson meta, const fs::path& stage) {
   CaseOutput r;
   const fs::path dir = stage / id;
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
   ojson list = ojson::array();
   for (const OutFile& f : files) {
     const std::string rel = id + "/" + f.name;
-    std::ofstream out(stage / rel, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(f.bytes.data()), static_cast<std::streamsize>(f.bytes.size()));
-    out.close();
-    if (!out) throw InputError(fmt::format("{}: cannot write {}", stage.string(), rel));
+    io::write_file_atomic(stage / rel, f.bytes);
     const std::string sum = sha256_hex(f.bytes);
     ojson entry;
     entry["path"] = rel;
@@ -364,11 +362,10 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
   return write_case(c.id, files, std::move(meta), stage);
 }
 
+// Checked writes (no space, file-size limit: an InputError with the reason);
+// a failure removes the staging folder, so no half-written suite is left.
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: cannot be written", path.string()));
+  io::write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
 // The suite directory may be replaced only when it is empty or a suite.
@@ -437,11 +434,7 @@ GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& o
     throw InputError(fmt::format("--level {} is invalid; use 1 (edges + small random), 2 (+ larger random) or 3 "
                                  "(+ exhaustive bf16 sets)",
                                  options.level));
-  // Each OpenMP thread has its own stack: a count far beyond any machine only
-  // exhausts memory (the CLI's --threads rule, tools/fp4emu/cli.hpp).
-  constexpr int kMaxThreads = 1024;
-  if (options.threads < 0 || options.threads > kMaxThreads)
-    throw InputError(fmt::format("--threads {}: use 0 (every hardware thread) or 1..{}", options.threads, kMaxThreads));
+  const int threads = thread_count(options.threads);
   // "DIR/" and "DIR/." name DIR: the staging folder is DIR's sibling.
   fs::path out = out_arg.lexically_normal();
   if (!out.has_filename() && out.has_parent_path()) out = out.parent_path();
@@ -495,7 +488,6 @@ GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& o
     std::vector<std::exception_ptr> errors(cases.size());
     // Each case writes its own files and result slot: the bytes do not depend
     // on the thread count or the order in which cases finish.
-    const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = 0; i < cases.size(); ++i) {
       try {

@@ -21,6 +21,7 @@
 #include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/quant/simd.hpp"
+#include "fp4emu/threads.hpp"
 
 namespace fp4emu {
 namespace {
@@ -128,16 +129,9 @@ float block_amax_for(const ResolvedOptions& o, const TensorContext& ctx, const f
   return reference::nvfp4_block_amax(*o.recipe, block, reference::kNvBlock);
 }
 
-void check_threads(int threads) {
-  if (threads < 0)
-    throw InputError(fmt::format("thread count {} is invalid: use a positive count, or 0 for the default "
-                                 "(OMP_NUM_THREADS, else every core)",
-                                 threads));
-}
-
 // The implementation choice: `gap` is empty when the fast path covers the call.
 bool run_fast(Impl impl, int threads, const std::string& gap) {
-  check_threads(threads);
+  thread_count(threads);  // the one thread-count rule, on the reference path too
   if (impl == Impl::reference) return false;
   if (gap.empty()) return true;
   if (impl == Impl::fast)

@@ -26,9 +26,7 @@ enum class Operation : uint8_t { fake_quant, quantize, dequantize };
 std::string fast_path_gap(const ResolvedOptions& o, Operation op);
 std::string fast_dequantize_gap(const PackedTensor& p);
 
-// threads <= 0: OpenMP's default (OMP_NUM_THREADS, else every core).
-int thread_count(int threads);
-
+// `threads`: fp4emu/threads.hpp's rule (0: OpenMP's default).
 // Preconditions: fast_path_gap(o, op) is empty and x passed the checks of
 // quantize.cpp (size, bf16 values for hif4.a6).
 void fake_quant(const Tensor& x, const ResolvedOptions& o, int threads, Tensor& out);

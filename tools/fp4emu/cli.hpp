@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/threads.hpp"
 
 namespace fp4emu::cli {
 
@@ -50,10 +51,8 @@ CLI::Validator axis_range();
 
 // --threads, one rule for every command: 0 (the default) is every hardware
 // thread (OpenMP's default: OMP_NUM_THREADS when set), else 1..kMaxThreads.
-// The cap: each OpenMP thread gets its own stack, so a count far beyond any
-// machine's cores only exhausts memory (100000 threads crash the runtime);
-// no CPU fp4emu runs on has more than 1024 hardware threads.
-inline constexpr int kMaxThreads = 1024;
+// The library's rule (fp4emu/threads.hpp), checked here to name the option.
+using fp4emu::kMaxThreads;
 CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& description);
 
 // List options: comma-separated items (`split`) or one item per use of the

@@ -7,7 +7,6 @@
 // of up to kTileColumns neighbouring rows is transposed into a per-thread
 // buffer (reading kTileColumns consecutive floats per step of the axis), run
 // through the same kernels, and transposed back.
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -20,6 +19,7 @@
 
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/quant/simd.hpp"
+#include "fp4emu/threads.hpp"
 #include "kernels.hpp"
 
 namespace fp4emu::simd {
@@ -221,8 +221,6 @@ std::string fast_dequantize_gap(const PackedTensor& p) {
   }
   return "unknown format";
 }
-
-int thread_count(int threads) { return threads > 0 ? threads : std::max(1, omp_get_max_threads()); }
 
 bool all_bf16_exact(const std::vector<float>& x) {
   uint32_t low_bits = 0;  // any nonzero low half of a finite value
