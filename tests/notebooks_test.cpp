@@ -1,6 +1,7 @@
 // The notebooks in notebooks/ run end to end with Debian's Jupyter
 // (/usr/bin/jupyter and /usr/bin/python3, never another python on PATH)
-// against this build's fp4emu, and write the figures they promise.
+// against this build's Python module fp4emu (python/), and write the figures
+// they promise. They use the module, not the command line.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -8,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "test_util.hpp"
 
@@ -26,14 +30,21 @@ TEST_P(Notebooks, ExecuteAndWriteTheirFigures) {
   ASSERT_TRUE(std::filesystem::exists("/usr/bin/jupyter"))
       << "Debian's Jupyter is missing: run tools/install-deps.sh (jupyter-nbconvert, python3-ipykernel, "
          "python3-matplotlib)";
+  if (!std::filesystem::exists(std::filesystem::path(FP4EMU_PYTHON_DIR) / "fp4emu" / "__init__.py"))
+    GTEST_SKIP() << "the Python module is not built: configure with -DFP4EMU_BUILD_PYTHON=ON";
   testing::TempDir dir;
   const std::filesystem::path src = std::filesystem::path(FP4EMU_SOURCE_DIR) / "notebooks" / nb.name;
+  {
+    std::ifstream in(src);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("subprocess"), std::string::npos) << nb.name << " runs a process; use the fp4emu module";
+  }
   // PATH limited to the system so the kernel and every tool are Debian's.
   const std::string cmd = fmt::format(
-      "cd '{}' && env PATH=/usr/bin:/bin PYDEVD_DISABLE_FILE_VALIDATION=1 FP4EMU_ROOT='{}' FP4EMU_CLI='{}' "
+      "cd '{}' && env PATH=/usr/bin:/bin PYDEVD_DISABLE_FILE_VALIDATION=1 FP4EMU_ROOT='{}' PYTHONPATH='{}' "
       "FP4EMU_NB_OUT='{}' /usr/bin/jupyter nbconvert --execute --to notebook --output-dir '{}' "
       "--ExecutePreprocessor.timeout=600 '{}' > '{}' 2>&1",
-      dir.path().string(), FP4EMU_SOURCE_DIR, FP4EMU_CLI_PATH, (dir / "out").string(), dir.path().string(),
+      dir.path().string(), FP4EMU_SOURCE_DIR, FP4EMU_PYTHON_DIR, (dir / "out").string(), dir.path().string(),
       src.string(), (dir / "log.txt").string());
   const int status = std::system(cmd.c_str());
   std::string log;
@@ -51,9 +62,9 @@ TEST_P(Notebooks, ExecuteAndWriteTheirFigures) {
 INSTANTIATE_TEST_SUITE_P(
     All, Notebooks,
     ::testing::Values(Notebook{"underflow.ipynb",
-                               {"underflow/summary.csv", "underflow/summary_heatmap.png", "underflow_by_layer.png",
-                                "underflow_histogram.png", "underflow_outliers.png"}},
-                      Notebook{"resq.ipynb", {"resq/resq.json", "resq_patterns.png", "resq_deletion.png"}},
+                               {"underflow_summary.csv", "underflow_by_layer.png", "underflow_histogram.png",
+                                "underflow_outliers.png"}},
+                      Notebook{"resq.ipynb", {"resq.json", "resq_patterns.png", "resq_deletion.png"}},
                       Notebook{"formats.ipynb", {"formats_qsnr_ur.png", "formats_transforms.png"}}),
     [](const ::testing::TestParamInfo<Notebook>& info) {
       std::string n = info.param.name;

@@ -174,10 +174,10 @@ def test_gemm_matches_the_cli(cli, tmp_path):
     a, b = rand((16, 96), 1), rand((96, 8), 2)
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
-    for model in ("exact", "block_fp32", "fma_fp32"):
+    for model, bps in (("exact", 1), ("block_fp32", 1), ("block_fp32", 2), ("fma_fp32", 1)):
         cli("gemm", tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "c.npy", "--format", "nvfp4", "--recipe",
-            "nvfp4.te", "--model", model, "--blocks-per-step", 2)
-        ours = fp4emu.gemm(a, b, recipe="nvfp4.te", model=model, blocks_per_step=2)
+            "nvfp4.te", "--model", model, *(["--blocks-per-step", bps] if bps > 1 else []))
+        ours = fp4emu.gemm(a, b, recipe="nvfp4.te", model=model, blocks_per_step=bps)
         assert bits(ours) == bits(np.load(tmp_path / "c.npy"))
     pa = fp4emu.quantize(a, "mxfp4.ocp", axis=1)
     w4a16 = fp4emu.gemm(pa, b, model="exact")  # B dense

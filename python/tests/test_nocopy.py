@@ -1,6 +1,7 @@
 """Inputs are read in place: quantizing a C-contiguous array (numpy or torch)
 allocates the outputs, never a second copy of the input. Measured as the
-process's peak resident memory in a fresh interpreter, with an input large
+process's peak resident memory during the call (VmHWM, reset just before
+it through /proc/self/clear_refs) in a fresh interpreter, with an input large
 enough (64 MiB) that a copy could not hide in the noise."""
 import os
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 SCRIPT = r"""
-import resource, sys
+import sys
 import numpy as np
 import fp4emu
 kind, call = sys.argv[1], sys.argv[2]
@@ -25,8 +26,12 @@ else:
     x = np.full((n // 1024, 1024), 1.5, np.float32)
     x_bytes = x.nbytes
 fp4emu.fake_quant(np.ones((4, 64), np.float32), "mxfp4.ocp")   # loads the library, starts OpenMP
-peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-before = peak()
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field + ":"))
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")                              # the peak (VmHWM) restarts from the current RSS
+before = status("VmRSS")
 dt = "bf16" if kind == "bf16" else None
 if call == "fake_quant":
     y = fp4emu.fake_quant(x, "mxfp4.ocp", input_dtype=dt)
@@ -34,7 +39,7 @@ if call == "fake_quant":
 else:
     p = fp4emu.quantize(x, "mxfp4.ocp", input_dtype=dt)
     out = p.codes.nbytes + p.scales.nbytes
-print(peak() - before, out, x_bytes)
+print(status("VmHWM") - before, out, x_bytes)
 """
 
 
