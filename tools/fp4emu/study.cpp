@@ -1,7 +1,6 @@
 #include "study.hpp"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 
@@ -50,7 +49,7 @@ Study resolve_study(const StudyFlags& f) {
     s.rounding = parse_rounding(f.round);
     if (!s.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", f.round));
   }
-  s.threads = f.threads > 0 ? f.threads : std::clamp(omp_get_max_threads(), 1, kMaxThreads);
+  s.threads = thread_count(f.threads);  // the library's rule, a count to show and pass on
   return s;
 }
 
