@@ -10,16 +10,19 @@ Usage: tools/test.sh [--long] [--sanitize] [--fuzz SECONDS] [--help]
 
 Installs the Debian packages (tools/install-deps.sh), builds into build/ and
 runs the default test suite (ctest, label `long` excluded). Then, when clang
-is installed, builds the libFuzzer harnesses of fuzz/ (ASan + UBSan, in
-build-fuzzers/) and runs each for 60 seconds.
+is installed, builds in build-fuzzers/ (clang, ASan + UBSan, baseline SIMD
+target) the libFuzzer harnesses of fuzz/ and the sanitizer subset of the
+suite, runs that subset (the file readers and writers, golden verify and
+generate, the hostile-input CLI test, the thread-count rule, the fuzz seed
+corpora), and fuzzes each harness for 60 seconds.
 
   --long          also run the tests labelled `long` (every fp32 input: hours)
-  --sanitize      also build the default suite with AddressSanitizer +
-                  UndefinedBehaviorSanitizer (-fno-sanitize-recover=all) in
-                  build-asan/ and run it, then build it with ThreadSanitizer
-                  (clang, libomp with its archer tool) in build-tsan/ and run
-                  the multi-threaded tests (fast path driver, SIMD, GEMM,
-                  golden fast path)
+  --sanitize      also build the whole default suite with AddressSanitizer +
+                  UndefinedBehaviorSanitizer (-fno-sanitize-recover=all, every
+                  SIMD target) in build-asan/ and run it, then build with
+                  ThreadSanitizer (clang, libomp with its archer tool) in
+                  build-tsan/ and run the multi-threaded tests (fast path
+                  driver, SIMD, GEMM, golden fast path)
   --fuzz SECONDS  fuzz each harness for SECONDS instead of 60; 0 skips fuzzing
   -h, --help      show this help
 
@@ -81,6 +84,11 @@ step "build" tools/build.sh
 step "tests" ctest --test-dir build --output-on-failure -j"$jobs" "${label_filter[@]}"
 
 harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
+# Tests a checked build leaves out: the kernel harnesses of golden/ (their
+# programs are not built there).
+harness_tests='^golden_(harness_suite|c_harness|python_harness|cuda_example)'
+sanitizer_env=(ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
+               LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" UBSAN_OPTIONS=print_stacktrace=1)
 
 if [ "$sanitize" = 1 ]; then
   # clang when present (it also checks that the project builds with clang),
@@ -88,38 +96,55 @@ if [ "$sanitize" = 1 ]; then
   asan_options=(-DFP4EMU_SANITIZE=address,undefined)
   if [ "$have_clang" = 1 ]; then asan_options+=("${clang_compilers[@]}"); fi
   step "asan+ubsan build" build_checked build-asan "" "${asan_options[@]}"
-  step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
-    LSAN_OPTIONS="suppressions=$PWD/tools/lsan.supp" \
-    UBSAN_OPTIONS=print_stacktrace=1 \
+  step "asan+ubsan tests" env "${sanitizer_env[@]}" \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" "${label_filter[@]}"
 
   if [ "$have_clang" = 1 ]; then
     # Only the tests that run OpenMP regions with several threads: the fast
-    # path driver and kernels, the GEMM, the golden generator's fast path.
-    tsan_files='/(simd_quant|quantize_driver|gemm_impl|golden_fastpath)_test\.cpp$'
+    # path driver and kernels, the GEMM, the golden generator's fast path, the
+    # thread-count rule.
+    tsan_files='/(simd_quant|quantize_driver|gemm_impl|golden_fastpath|threads)_test\.cpp$'
     # Debian's clang links OpenMP programs with LLVM's libomp; its archer tool
-    # tells TSan about OpenMP's barriers and tasks (no false reports).
+    # tells TSan about OpenMP's barriers and tasks. It is loaded only when
+    # named in OMP_TOOL_LIBRARIES, and libomp itself is not instrumented
+    # (ignore_noninstrumented_modules): without either, TSan reports races
+    # inside libomp in a race-free program.
     archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -z "$archer" ]; then
+      echo "tools/test.sh: LLVM's libarcher.so is missing (libomp-14-dev; tools/install-deps.sh)" >&2
+      exit 1
+    fi
+    # -O1 and the baseline SIMD target only: the threads share out work in
+    # the driver, the same for every target, and each target costs build time.
     step "tsan build" build_checked build-tsan "fp4emu_tests fp4emu_cli" "${clang_compilers[@]}" \
+      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DCMAKE_CXX_FLAGS=-DHWY_COMPILE_ONLY_STATIC=1 \
       -DFP4EMU_SANITIZE=thread -DFP4EMU_TEST_FILES="$tsan_files"
     step "tsan tests" env OMP_TOOL_LIBRARIES="$archer" OMP_NUM_THREADS=4 \
-      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE long -E '^fuzz_corpus_'
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1 \
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE long -E "^fuzz_corpus_|$harness_tests"
   else
     echo "tools/test.sh: clang is not installed: ThreadSanitizer run skipped (tools/install-deps.sh installs it)" >&2
   fi
 fi
 
-if [ "$fuzz_seconds" -gt 0 ]; then
-  if [ "$have_clang" = 0 ]; then
-    echo "tools/test.sh: clang is not installed: fuzzing skipped" >&2
-  else
-    fuzz_dir=build-fuzzers
-    # -O1, as libFuzzer recommends: a fraction of -O3's build time.
-    step "fuzzer build" build_checked $fuzz_dir "$(printf 'fuzz_%s ' $harnesses)" "${clang_compilers[@]}" \
-      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DFP4EMU_SANITIZE=address,undefined -DFP4EMU_BUILD_FUZZERS=ON \
-      -DFP4EMU_BUILD_TESTS=OFF
-    mkdir -p "$fuzz_dir/findings"
+if [ "$have_clang" = 0 ]; then
+  echo "tools/test.sh: clang is not installed: the ASan + UBSan subset and fuzzing are skipped" \
+       "(tools/install-deps.sh installs it)" >&2
+else
+  fuzz_dir=build-fuzzers
+  # -O1, as libFuzzer recommends: a fraction of -O3's build time. The same
+  # instrumented library serves the sanitizer subset of the suite: the tests
+  # of code that reads or writes the files a user hands over, the thread-count
+  # rule, and the corpus replays (the whole suite is --sanitize).
+  asan_subset='/(io_[a-z_]+|golden_(verify|sha256|generate_write)|cli_hostile|inspect_cli|threads)_test\.cpp$'
+  step "fuzzer + asan subset build" build_checked $fuzz_dir \
+    "$(printf 'fuzz_%s ' $harnesses)$(printf '%s_corpus ' $harnesses)fp4emu_tests fp4emu_cli" \
+    "${clang_compilers[@]}" "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DFP4EMU_SANITIZE=address,undefined \
+    -DFP4EMU_BUILD_FUZZERS=ON -DFP4EMU_BUILD_TESTS=ON -DFP4EMU_TEST_FILES="$asan_subset"
+  step "asan+ubsan subset tests" env "${sanitizer_env[@]}" \
+    ctest --test-dir $fuzz_dir --output-on-failure -j"$jobs" -LE long -E "$harness_tests"
+  mkdir -p "$fuzz_dir/findings"
+  if [ "$fuzz_seconds" -gt 0 ]; then
     for name in $harnesses; do
       mkdir -p "$fuzz_dir/corpus/$name"
       # -max_len: the seeds are a few KB; the deep-nesting reproducers are
