@@ -130,7 +130,7 @@ TEST(PackedRoundTrip, EveryRecipeWithNanAndInfinity) {
   EXPECT_GT(files, 100);
 }
 
-// The bits of hif4.v14_special's non-finite lanes, worked by hand (hif4.md
+// The bits of hif4.v14_special's non-finite lanes, worked by hand (docs/spec/hif4.md
 // §6.1, §6.3): a block of 1.0 with NaN, +Inf, a negative NaN with a payload
 // and -Inf at lanes 5..8. Those lanes count as 0, so M = 1: s0 = bf16(c7) =
 // 1.140625 * 2^-3, E6M2 RNE 1.25 * 2^-3 (code 45 << 2 | 1 = 0xB5), r =

@@ -24,7 +24,7 @@ bool nvfp4_two_level(const Recipe* r) {
   return r && r->nv.rule != NvScaleRule::torchao_1l && r->nv.rule != NvScaleRule::ggml;
 }
 
-// TE computes alpha' from the global amaxes (nvfp4.md §7.1); te_2d is rule te.
+// TE computes alpha' from the global amaxes (docs/spec/nvfp4.md §7.1); te_2d is rule te.
 bool te_family(const Recipe* r) {
   return r && (r->nv.rule == NvScaleRule::te || r->nv.rule == NvScaleRule::te_4over6);
 }
@@ -130,7 +130,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
       break;
   }
 
-  // Epilogue: one fp32 multiply by alpha' (nvfp4.md §7.3).
+  // Epilogue: one fp32 multiply by alpha' (docs/spec/nvfp4.md §7.3).
   if (const std::optional<float> alpha = gemm_alpha(a_in, b_in, options.alpha))
     for (float& v : c.data) v = *alpha * v;
   // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give

@@ -339,7 +339,7 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
   meta["expect"] = "output";
 
   // block_fp32 at one block per fp32 add, and at one hardware MMA step of
-  // K = 64 (mxfp4.md §7.4, nvfp4.md §7.3; a HiF4 block is already 64).
+  // K = 64 (docs/spec/mxfp4.md §7.4, docs/spec/nvfp4.md §7.3; a HiF4 block is already 64).
   std::vector<std::pair<GemmModel, int>> models{{GemmModel::exact, 1}, {GemmModel::block_fp32, 1}};
   const int step = static_cast<int>(64 / block_size(r.format));
   if (step > 1) models.push_back({GemmModel::block_fp32, step});
