@@ -30,7 +30,7 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/quant/quantize.hpp"
-#include "fp4emu/quant/simd.hpp"
+#include "src/quant/simd.hpp"
 #include "fp4emu/threads.hpp"
 
 namespace {

@@ -23,7 +23,7 @@
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/reference.hpp"
-#include "fp4emu/quant/simd.hpp"
+#include "src/quant/simd.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {

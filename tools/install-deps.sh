@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libeigen3-dev libhwy-dev libomp-dev libpng-dev
-  libmpfr-dev libgmp-dev
+  libmpfr-dev libgmp-dev libssl-dev
   python3 python3-numpy python3-pytest
   # The Python module (python/): headers, pybind11, PyTorch for fp4emu.torch and its tests.
   python3-dev pybind11-dev python3-pybind11 python3-torch

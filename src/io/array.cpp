@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fp4emu/error.hpp"
+#include "src/codec/widen.hpp"
 
 namespace fp4emu::io {
 
@@ -103,40 +104,6 @@ uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
-}
-
-// IEEE binary16 -> binary32, exact. Every f16 value (subnormals included) is
-// a normal or zero f32; NaN payloads shift up by 13 bits unchanged.
-float f16_bits_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    // ---- Inf / NaN
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    // ---- normal
-    bits = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    // ---- signed zero
-    bits = sign;
-  } else {
-    // ---- subnormal: value = mant * 2^-24. Shift the leading one up to the
-    // implicit-bit position (0x400); after k shifts the value is
-    // (mant / 1024) * 2^(-14 - k), a normal f32 with biased exponent 113 - k.
-    uint32_t k = 0;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      ++k;
-    }
-    bits = sign | ((113u - k) << 23) | ((mant & 0x3FFu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-float bf16_bits_to_f32(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
 template <class T>

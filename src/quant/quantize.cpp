@@ -5,7 +5,7 @@
 //
 // It is also the one dispatcher between the two implementations: each entry
 // point resolves and checks the options, then runs the fast path
-// (src/quant/simd, fp4emu/quant/simd.hpp) where it covers the recipe and
+// (src/quant/simd, src/quant/simd.hpp) where it covers the recipe and
 // options, else the reference loops below (QuantOptions::impl forces either).
 #include "fp4emu/quant/quantize.hpp"
 
@@ -20,7 +20,8 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/reference.hpp"
-#include "fp4emu/quant/simd.hpp"
+#include "src/quant/simd.hpp"
+#include "src/quant/strided.hpp"
 #include "fp4emu/threads.hpp"
 
 namespace fp4emu {
@@ -71,16 +72,19 @@ BlockedView blocked_view(const std::vector<int64_t>& shape, int axis) {
   return v;
 }
 
-void check_bf16_inputs(const ResolvedOptions& o, const Tensor& x) {
+// Elements in row-major order, widened a chunk at a time.
+void check_bf16_inputs(const ResolvedOptions& o, const detail::StridedIn& x) {
   if (!o.recipe->bf16_input_only || o.input_dtype == InputDType::bf16) return;
-  for (size_t i = 0; i < x.data.size(); ++i) {
-    if (!is_bf16_exact(x.data[i])) {
-      throw InputError(fmt::format(
-          "recipe {} is defined on bf16 inputs, but element {} = {:.9g} is not exactly representable "
-          "in bf16; round the input to bf16 first (or pick another recipe, e.g. {})",
-          o.recipe->id, i, x.data[i], default_recipe(o.recipe->format).id));
+  detail::for_each_chunk(x, [&](int64_t first, const float* values, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!is_bf16_exact(values[i])) {
+        throw InputError(fmt::format(
+            "recipe {} is defined on bf16 inputs, but element {} = {:.9g} is not exactly representable "
+            "in bf16; round the input to bf16 first (or pick another recipe, e.g. {})",
+            o.recipe->id, first + i, values[i], default_recipe(o.recipe->format).id));
+      }
     }
-  }
+  });
 }
 
 // Per-tensor state a format needs before the blocks are visited.
@@ -89,17 +93,19 @@ struct TensorContext {
   std::vector<float> tile_amax;  // NVFP4 16x16 tiles: [row_groups, blocks]
 };
 
-std::vector<float> gather_row(const Tensor& x, const BlockedView& v, int64_t row, int64_t padded_len) {
+// The reference loops read one contiguous row-major fp32 array.
+std::vector<float> gather_row(const float* x, const BlockedView& v, int64_t row, int64_t padded_len) {
   std::vector<float> buf(padded_len, 0.0f);
-  for (int64_t k = 0; k < v.axis_len; ++k) buf[k] = x.data[v.index(row, k)];
+  for (int64_t k = 0; k < v.axis_len; ++k) buf[k] = x[v.index(row, k)];
   return buf;
 }
 
-TensorContext prepare(const ResolvedOptions& o, const Tensor& x, const BlockedView& v, int64_t padded_len) {
+TensorContext prepare(const ResolvedOptions& o, const float* x, const BlockedView& v, int64_t padded_len) {
   TensorContext ctx;
   const Recipe& recipe = *o.recipe;
   if (recipe.format != Format::nvfp4) return ctx;
-  const float g = o.global_amax ? *o.global_amax : reference::nvfp4_global_amax(recipe, x.data);
+  const float g = o.global_amax ? *o.global_amax
+                                : reference::nvfp4_global_amax(recipe, std::span<const float>(x, v.rows() * v.axis_len));
   ctx.nv = reference::nvfp4_tensor_scale(recipe, g);
   if (recipe.nv.tile_2d) {
     // nvfp4.md §3: the amax of a 16x16 tile (16 consecutive rows x one block)
@@ -141,13 +147,80 @@ bool run_fast(Impl impl, int threads, const std::string& gap) {
   return false;
 }
 
-std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const Tensor& x) {
+std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const detail::StridedIn& x) {
   std::string gap = simd::fast_path_gap(o, op);
   // Declared-bf16 input is not re-checked by check_bf16_inputs; the fast
   // hif4.a6 kernel needs exact bf16 values.
-  if (gap.empty() && o.recipe->bf16_input_only && !simd::all_bf16_exact(x.data))
+  if (gap.empty() && o.recipe->bf16_input_only && !simd::all_bf16_exact(x))
     gap = fmt::format("the fast {} kernel needs values that are exact in bf16", o.recipe->id);
   return gap;
+}
+
+void check_data_size(const Tensor& x) {
+  if (static_cast<int64_t>(x.data.size()) != x.numel())
+    throw InputError(fmt::format("tensor of shape {} holds {} values, expected {}", shape_string(x.shape),
+                                 x.data.size(), x.numel()));
+}
+
+TensorView view_of(const Tensor& x) { return TensorView{x.data.data(), InputDType::f32, x.shape, {}}; }
+
+// A view says its own dtype unless it is fp32 (fp32 values may have come from
+// bf16, which QuantOptions::input_dtype declares).
+ResolvedOptions resolve_for(const QuantOptions& options, const detail::StridedIn& x) {
+  ResolvedOptions o = resolve_options(options, x.shape);
+  if (x.dtype != InputDType::f32) o.input_dtype = x.dtype;
+  return o;
+}
+
+PackedHeader header_for(const ResolvedOptions& o, const std::vector<int64_t>& shape) {
+  const Recipe& recipe = *o.recipe;
+  const int block = block_size(recipe.format);
+  const BlockedView v = blocked_view(shape, o.axis);
+  PackedHeader p;
+  p.format = recipe.format;
+  p.recipe_id = std::string(recipe.id);
+  p.shape = shape;
+  p.axis = o.axis;
+  p.rows = v.rows();
+  p.axis_len = v.axis_len;
+  p.padded_len = (v.axis_len + block - 1) / block * block;
+  p.block_size = block;
+  p.rounding = o.rounding;
+  p.tail = o.tail;
+  p.nibble_order = o.nibble_order;
+  p.scale_bit_order = o.scale_bit_order;
+  return p;
+}
+
+// Where the reference loops write value k of row `row`.
+struct OutIndex {
+  const detail::StridedOut& out;
+  int axis;
+  const BlockedView& v;
+  int64_t row_base(int64_t row) const {
+    return out.contiguous ? (row / v.inner) * v.axis_len * v.inner + row % v.inner
+                          : detail::row_offset(out.shape, out.strides, axis, row);
+  }
+  int64_t step() const { return out.contiguous ? v.inner : out.strides[axis]; }
+};
+
+void check_header(const PackedHeader& p, const Recipe* recipe) {
+  if (!recipe)
+    throw InputError(fmt::format("packed tensor names unknown recipe '{}'; known recipes: {}", p.recipe_id,
+                                 recipe_list()));
+  const int block = block_size(recipe->format);
+  // Cross-check every size field so a damaged file fails here, not in a loop.
+  if (p.format != recipe->format || p.block_size != block || p.shape.empty() || p.axis < 0 ||
+      p.axis >= static_cast<int>(p.shape.size()))
+    throw InputError(fmt::format("packed tensor metadata is inconsistent: recipe {} with format {}, block {}, "
+                                 "axis {} of shape {}",
+                                 p.recipe_id, format_name(p.format), p.block_size, p.axis, shape_string(p.shape)));
+  const BlockedView v = blocked_view(p.shape, p.axis);
+  const int64_t padded = (v.axis_len + block - 1) / block * block;
+  if (p.rows != v.rows() || p.axis_len != v.axis_len || p.padded_len != padded)
+    throw InputError(fmt::format("packed tensor metadata is inconsistent: rows {} / axis_len {} / padded_len {} "
+                                 "do not match shape {} blocked along axis {}",
+                                 p.rows, p.axis_len, p.padded_len, shape_string(p.shape), p.axis));
 }
 
 }  // namespace
@@ -170,14 +243,7 @@ std::optional<Impl> parse_impl(std::string_view name) {
 
 ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<int64_t>& shape) {
   ResolvedOptions o;
-  if (auto f = parse_format(options.recipe)) {
-    o.recipe = &default_recipe(*f);
-  } else {
-    o.recipe = find_recipe(options.recipe);
-    if (!o.recipe)
-      throw InputError(fmt::format("unknown recipe '{}'; known recipes: {} (or a format name: hif4, mxfp4, nvfp4)",
-                                   options.recipe, recipe_list()));
-  }
+  o.recipe = &options.recipe.get();
   const Recipe& r = *o.recipe;
   const int block = block_size(r.format);
 
@@ -223,10 +289,8 @@ ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<i
   return o;
 }
 
-void check_data_size(const Tensor& x) {
-  if (static_cast<int64_t>(x.data.size()) != x.numel())
-    throw InputError(fmt::format("tensor of shape {} holds {} values, expected {}", shape_string(x.shape),
-                                 x.data.size(), x.numel()));
+PackedHeader packed_header(const std::vector<int64_t>& shape, const QuantOptions& options) {
+  return header_for(resolve_options(options, shape), shape);
 }
 
 PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
@@ -236,77 +300,81 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
 }
 
 void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& p) {
-  const ResolvedOptions o = resolve_options(options, x.shape);
+  const PackedHeader h = packed_header(x.shape, options);
   check_data_size(x);
+  // resize keeps what a previous call wrote; quantize writes every byte.
+  p.codes.resize(h.code_bytes());
+  p.scales.resize(h.scale_bytes());
+  static_cast<PackedHeader&>(p) = quantize(view_of(x), options, p.codes, p.scales);
+}
+
+PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::span<uint8_t> codes,
+                      std::span<uint8_t> scales) {
+  const detail::StridedIn x = detail::strided(view);
+  const ResolvedOptions o = resolve_for(options, x);
   const Recipe& recipe = *o.recipe;
   if (recipe.fake_quant_only)
     throw InputError(fmt::format("recipe {} is fake-quant only (its library never produces codes); "
                                  "use fake-quant, or a recipe with a packed form",
                                  recipe.id));
+  PackedHeader p = header_for(o, x.shape);
+  if (static_cast<int64_t>(codes.size()) < p.code_bytes() || static_cast<int64_t>(scales.size()) < p.scale_bytes())
+    throw InputError(fmt::format("quantize: the caller's buffers hold {} code and {} scale bytes; shape {} with "
+                                 "recipe {} needs {} and {} (packed_header gives the sizes)",
+                                 codes.size(), scales.size(), shape_string(x.shape), recipe.id, p.code_bytes(),
+                                 p.scale_bytes()));
+  codes = codes.first(p.code_bytes());
+  scales = scales.first(p.scale_bytes());
   check_bf16_inputs(o, x);
 
-  const int block = block_size(recipe.format);
-  const BlockedView v = blocked_view(x.shape, o.axis);
-  p.format = recipe.format;
-  p.recipe_id = std::string(recipe.id);
-  p.shape = x.shape;
-  p.axis = o.axis;
-  p.rows = v.rows();
-  p.axis_len = v.axis_len;
-  p.padded_len = (v.axis_len + block - 1) / block * block;
-  p.block_size = block;
-  p.rounding = o.rounding;
-  p.tail = o.tail;
-  p.nibble_order = o.nibble_order;
-  p.scale_bit_order = o.scale_bit_order;
+  const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(recipe.format);
-  p.global_amax = 0.0f;
-  p.global_encode_scale = 1.0f;
-  p.global_decode_scale = 1.0f;
   if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::quantize, x))) {
-    p.codes.resize(p.rows * p.padded_len / 2);  // every byte is written
-    p.scales.resize(p.num_blocks() * scale_bytes);
-    simd::quantize(x, o, options.threads, p);
-    return;
+    simd::quantize(x, o, options.threads, p, codes.data(), scales.data());  // every byte is written
+    return p;
   }
-  p.codes.assign(p.rows * p.padded_len / 2, 0);  // nibbles are OR-ed in below
-  p.scales.assign(p.num_blocks() * scale_bytes, 0);
+  std::fill(codes.begin(), codes.end(), uint8_t{0});  // nibbles are OR-ed in below
+  std::fill(scales.begin(), scales.end(), uint8_t{0});
 
-  const TensorContext ctx = prepare(o, x, v, p.padded_len);
+  std::vector<float> storage;
+  const float* dense = detail::dense_f32(x, storage);
+  const BlockedView v = blocked_view(x.shape, o.axis);
+  const TensorContext ctx = prepare(o, dense, v, p.padded_len);
   p.global_amax = ctx.nv.global_amax;
   p.global_encode_scale = ctx.nv.encode;
   p.global_decode_scale = ctx.nv.decode;
 
   const int64_t blocks = p.blocks_per_row();
   const int64_t row_bytes = p.padded_len / 2;
-  std::array<uint8_t, kMaxBlock> codes{};
+  std::array<uint8_t, kMaxBlock> block_codes{};
   for (int64_t row = 0; row < p.rows; ++row) {
-    const std::vector<float> buf = gather_row(x, v, row, p.padded_len);
+    const std::vector<float> buf = gather_row(dense, v, row, p.padded_len);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
-      uint8_t* scale_out = p.scales.data() + (row * blocks + b) * scale_bytes;
+      uint8_t* scale_out = scales.data() + (row * blocks + b) * scale_bytes;
       switch (recipe.format) {
         case Format::hif4: {
-          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, codes.data());
+          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, block_codes.data());
           const uint32_t stored = reference::hif4_word_to_stored(word, o.scale_bit_order);
           for (int i = 0; i < 4; ++i) scale_out[i] = static_cast<uint8_t>(stored >> (8 * i));
           break;
         }
         case Format::mxfp4:
-          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, codes.data());
+          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, block_codes.data());
           break;
         case Format::nvfp4:
           scale_out[0] = reference::nvfp4_quantize_block(
-              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, codes.data());
+              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, block_codes.data());
           break;
       }
-      uint8_t* row_codes = p.codes.data() + row * row_bytes;
+      uint8_t* row_codes = codes.data() + row * row_bytes;
       for (int j = 0; j < block; ++j) {
         const NibbleSlot s = nibble_slot(o.nibble_order, block, b, j);
-        row_codes[s.byte] |= static_cast<uint8_t>((codes[j] & 0xF) << (s.high ? 4 : 0));
+        row_codes[s.byte] |= static_cast<uint8_t>((block_codes[j] & 0xF) << (s.high ? 4 : 0));
       }
     }
   }
+  return p;
 }
 
 Tensor dequantize(const PackedTensor& p) { return dequantize(p, DequantOptions{}); }
@@ -318,67 +386,65 @@ Tensor dequantize(const PackedTensor& p, const DequantOptions& options) {
 }
 
 void dequantize(const PackedTensor& p, const DequantOptions& options, Tensor& out) {
+  check_header(p, find_recipe(p.recipe_id));
+  out.shape = p.shape;
+  out.data.resize(out.numel());  // every value is written
+  dequantize(p, p.codes, p.scales, options, output_view(out.data, out.shape));
+}
+
+void dequantize(const PackedHeader& p, std::span<const uint8_t> codes, std::span<const uint8_t> scales,
+                const DequantOptions& options, const OutputView& out_view) {
   const Recipe* recipe = find_recipe(p.recipe_id);
-  if (!recipe)
-    throw InputError(fmt::format("packed tensor names unknown recipe '{}'; known recipes: {}", p.recipe_id,
-                                 recipe_list()));
-  const int block = block_size(recipe->format);
-  // Cross-check every size field so a damaged file fails here, not in a loop.
-  if (p.format != recipe->format || p.block_size != block || p.shape.empty() || p.axis < 0 ||
-      p.axis >= static_cast<int>(p.shape.size()))
-    throw InputError(fmt::format("packed tensor metadata is inconsistent: recipe {} with format {}, block {}, "
-                                 "axis {} of shape {}",
-                                 p.recipe_id, format_name(p.format), p.block_size, p.axis, shape_string(p.shape)));
-  const BlockedView v = blocked_view(p.shape, p.axis);
-  const int64_t padded = (v.axis_len + block - 1) / block * block;
-  if (p.rows != v.rows() || p.axis_len != v.axis_len || p.padded_len != padded)
-    throw InputError(fmt::format("packed tensor metadata is inconsistent: rows {} / axis_len {} / padded_len {} "
-                                 "do not match shape {} blocked along axis {}",
-                                 p.rows, p.axis_len, p.padded_len, shape_string(p.shape), p.axis));
-  const int scale_bytes = scale_bytes_per_block(recipe->format);
-  if (p.codes.size() != static_cast<size_t>(p.rows * p.padded_len / 2))
-    throw InputError(fmt::format("packed tensor has {} code bytes; shape {} needs {}", p.codes.size(),
-                                 shape_string(p.shape), p.rows * p.padded_len / 2));
-  if (p.scales.size() != static_cast<size_t>(p.num_blocks() * scale_bytes))
-    throw InputError(fmt::format("packed tensor has {} scale bytes; shape {} needs {}", p.scales.size(),
-                                 shape_string(p.shape), p.num_blocks() * scale_bytes));
+  check_header(p, recipe);
+  if (codes.size() != static_cast<size_t>(p.code_bytes()))
+    throw InputError(fmt::format("packed tensor has {} code bytes; shape {} needs {}", codes.size(),
+                                 shape_string(p.shape), p.code_bytes()));
+  if (scales.size() != static_cast<size_t>(p.scale_bytes()))
+    throw InputError(fmt::format("packed tensor has {} scale bytes; shape {} needs {}", scales.size(),
+                                 shape_string(p.shape), p.scale_bytes()));
+  const detail::StridedOut out = detail::strided(out_view, p.shape);
 
   if (run_fast(options.impl, options.threads, simd::fast_dequantize_gap(p))) {
-    simd::dequantize(p, options.threads, out);
+    simd::dequantize(p, codes.data(), scales.data(), options.threads, out);
     return;
   }
 
-  out.shape = p.shape;
-  out.data.resize(out.numel());  // every value is written below
+  const int block = p.block_size;
+  const int scale_bytes = scale_bytes_per_block(recipe->format);
+  const BlockedView v = blocked_view(p.shape, p.axis);
+  const OutIndex at{out, p.axis, v};
   const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
   const int64_t blocks = p.blocks_per_row();
   const int64_t row_bytes = p.padded_len / 2;
-  std::array<uint8_t, kMaxBlock> codes{};
+  std::array<uint8_t, kMaxBlock> block_codes{};
   std::array<float, kMaxBlock> values{};
   for (int64_t row = 0; row < p.rows; ++row) {
-    const uint8_t* row_codes = p.codes.data() + row * row_bytes;
+    const uint8_t* row_codes = codes.data() + row * row_bytes;
+    float* y = out.data + at.row_base(row);
     for (int64_t b = 0; b < blocks; ++b) {
       for (int j = 0; j < block; ++j) {
         const NibbleSlot s = nibble_slot(p.nibble_order, block, b, j);
-        codes[j] = static_cast<uint8_t>((row_codes[s.byte] >> (s.high ? 4 : 0)) & 0xF);
+        block_codes[j] = static_cast<uint8_t>((row_codes[s.byte] >> (s.high ? 4 : 0)) & 0xF);
       }
-      const uint8_t* scale_in = p.scales.data() + (row * blocks + b) * scale_bytes;
+      const uint8_t* scale_in = scales.data() + (row * blocks + b) * scale_bytes;
       switch (recipe->format) {
         case Format::hif4: {
           uint32_t stored = 0;
           for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(scale_in[i]) << (8 * i);
           reference::hif4_decode_block(*recipe, reference::hif4_word_from_stored(stored, p.scale_bit_order),
-                                       codes.data(), values.data());
+                                       block_codes.data(), values.data());
           break;
         }
-        case Format::mxfp4: reference::mxfp4_decode_block(*recipe, scale_in[0], codes.data(), values.data()); break;
+        case Format::mxfp4:
+          reference::mxfp4_decode_block(*recipe, scale_in[0], block_codes.data(), values.data());
+          break;
         case Format::nvfp4:
-          reference::nvfp4_decode_block(*recipe, ts, scale_in[0], codes.data(), values.data());
+          reference::nvfp4_decode_block(*recipe, ts, scale_in[0], block_codes.data(), values.data());
           break;
       }
       for (int j = 0; j < block; ++j) {
         const int64_t k = b * block + j;
-        if (k < v.axis_len) out.data[v.index(row, k)] = values[j];
+        if (k < v.axis_len) y[k * at.step()] = values[j];
       }
     }
   }
@@ -391,25 +457,36 @@ Tensor fake_quant(const Tensor& x, const QuantOptions& options) {
 }
 
 void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out) {
-  const ResolvedOptions o = resolve_options(options, x.shape);
+  resolve_options(options, x.shape);  // option errors before size errors
   check_data_size(x);
+  out.shape = x.shape;
+  if (out.data.size() != x.data.size()) out.data.resize(x.data.size());  // every value is written
+  fake_quant(view_of(x), options, output_view(out.data, out.shape));
+}
+
+void fake_quant(const TensorView& view, const QuantOptions& options, const OutputView& out_view) {
+  const detail::StridedIn x = detail::strided(view);
+  const ResolvedOptions o = resolve_for(options, x);
+  const detail::StridedOut out = detail::strided(out_view, x.shape);
   const Recipe& recipe = *o.recipe;
   check_bf16_inputs(o, x);
   if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::fake_quant, x))) {
     simd::fake_quant(x, o, options.threads, out);
     return;
   }
+  std::vector<float> storage;
+  const float* dense = detail::dense_f32(x, storage);
   const int block = block_size(recipe.format);
   const BlockedView v = blocked_view(x.shape, o.axis);
+  const OutIndex at{out, o.axis, v};
   const int64_t padded = (v.axis_len + block - 1) / block * block;
   const int64_t blocks = padded / block;
-  const TensorContext ctx = prepare(o, x, v, padded);
+  const TensorContext ctx = prepare(o, dense, v, padded);
 
-  out.shape = x.shape;
-  out.data.resize(x.data.size());  // every value is written below
   std::array<float, kMaxBlock> values{};
   for (int64_t row = 0; row < v.rows(); ++row) {
-    const std::vector<float> buf = gather_row(x, v, row, padded);
+    const std::vector<float> buf = gather_row(dense, v, row, padded);
+    float* y = out.data + at.row_base(row);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
       switch (recipe.format) {
@@ -422,7 +499,7 @@ void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out) {
       }
       for (int j = 0; j < block; ++j) {
         const int64_t k = b * block + j;
-        if (k < v.axis_len) out.data[v.index(row, k)] = values[j];
+        if (k < v.axis_len) y[k * at.step()] = values[j];
       }
     }
   }

@@ -4,6 +4,10 @@
 
 #include "fp4emu/quant/recipe.hpp"
 
+#include <fmt/format.h>
+
+#include "fp4emu/error.hpp"
+
 namespace fp4emu {
 
 std::string_view format_name(Format f) {
@@ -86,6 +90,15 @@ const Recipe& default_recipe(Format f) {
   // Every format table marks exactly one default; a test pins it.
   return *std::find_if(all_recipes().begin(), all_recipes().end(),
                        [f](const Recipe& r) { return r.format == f; });
+}
+
+const Recipe& recipe(std::string_view id_or_format) {
+  if (auto f = parse_format(id_or_format)) return default_recipe(*f);
+  if (const Recipe* r = find_recipe(id_or_format)) return *r;
+  std::string list;
+  for (const Recipe& r : all_recipes()) list += fmt::format("{}{}", list.empty() ? "" : ", ", r.id);
+  throw InputError(fmt::format("unknown recipe '{}'; known recipes: {} (or a format name: hif4, mxfp4, nvfp4)",
+                               id_or_format, list));
 }
 
 }  // namespace fp4emu

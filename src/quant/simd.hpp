@@ -3,7 +3,8 @@
 // time for the CPU, and an OpenMP tensor driver over runs of blocks. It gives
 // the same bits as the scalar reference for the recipes and options it
 // covers; quantize/fake_quant/dequantize (quantize.hpp) use it automatically
-// there. These entry points are for the dispatcher, tests and benchmarks.
+// there. These entry points are for the dispatcher, tests and benchmarks;
+// they are not installed.
 //
 // Covered: hif4.v14, hif4.a6, mxfp4.ocp, mxfp4.rceil, mxfp4.ceil, mxfp4.even,
 // nvfp4.te (every element rounding each allows, every nibble and scale-bit
@@ -15,7 +16,7 @@
 
 #include "fp4emu/quant/packed_tensor.hpp"
 #include "fp4emu/quant/quantize.hpp"
-#include "fp4emu/quant/tensor.hpp"
+#include "src/quant/strided.hpp"
 
 namespace fp4emu::simd {
 
@@ -24,21 +25,28 @@ enum class Operation : uint8_t { fake_quant, quantize, dequantize };
 // Empty when the fast path covers the recipe with these options; otherwise
 // the reason, as a phrase ("recipe mxfp4.ggml has no fast kernel").
 std::string fast_path_gap(const ResolvedOptions& o, Operation op);
-std::string fast_dequantize_gap(const PackedTensor& p);
+std::string fast_dequantize_gap(const PackedHeader& p);
 
 // `threads`: fp4emu/threads.hpp's rule (0: OpenMP's default).
+// Views (strided.hpp): an input whose block axis has stride 1 is read in
+// place (bf16/fp16 widened a run at a time), any other is gathered a tile or
+// a run at a time into per-thread buffers; outputs likewise.
+//
 // Preconditions: fast_path_gap(o, op) is empty and x passed the checks of
-// quantize.cpp (size, bf16 values for hif4.a6).
-void fake_quant(const Tensor& x, const ResolvedOptions& o, int threads, Tensor& out);
-// Fills the codes, scales and per-tensor fields of `p`, whose header
-// (shape, rows, padded_len, packing, buffer sizes) the caller has set.
-void quantize(const Tensor& x, const ResolvedOptions& o, int threads, PackedTensor& p);
-// Precondition: fast_dequantize_gap(p) is empty and p is consistent.
-void dequantize(const PackedTensor& p, int threads, Tensor& out);
+// quantize.cpp (shape, bf16 values for hif4.a6); `out` has x's shape.
+void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int threads, const detail::StridedOut& out);
+// Fills `codes` and `scales` (p.code_bytes(), p.scale_bytes()) and the
+// per-tensor fields of `p`, whose other fields the caller has set.
+void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads, PackedHeader& p, uint8_t* codes,
+              uint8_t* scales);
+// Precondition: fast_dequantize_gap(p) is empty, p is consistent and `out`
+// has p's shape.
+void dequantize(const PackedHeader& p, const uint8_t* codes, const uint8_t* scales, int threads,
+                const detail::StridedOut& out);
 
 // True when every value is exactly a bf16 (the fast hif4.a6 kernel computes
 // bf16 products exactly in fp32, which needs bf16 operands).
-bool all_bf16_exact(const std::vector<float>& x);
+bool all_bf16_exact(const detail::StridedIn& x);
 
 // ---- Highway targets (tests and benchmarks) ----------------------------------
 // The targets compiled into the kernels that this CPU supports (Highway's

@@ -27,7 +27,7 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/quant/quantize.hpp"
-#include "fp4emu/quant/simd.hpp"
+#include "src/quant/simd.hpp"
 
 namespace fp4emu {
 namespace {

@@ -1,9 +1,11 @@
 #pragma once
-// SHA-256 (FIPS 180-4), self-contained: golden suites record the digest of
-// every file so a verifier can tell a damaged suite from a failing kernel.
+// SHA-256 (FIPS 180-4) of OpenSSL's libcrypto: golden suites record the
+// digest of every file so a verifier can tell a damaged suite from a failing
+// kernel.
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -12,16 +14,16 @@ namespace fp4emu::golden {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
   void update(std::span<const uint8_t> bytes);
   // Finishes the hash; the object must not be updated afterwards.
   std::array<uint8_t, 32> digest();
 
  private:
-  void compress(const uint8_t* block);
-  std::array<uint32_t, 8> h_;
-  std::array<uint8_t, 64> buf_{};
-  size_t buf_len_ = 0;
-  uint64_t total_bits_ = 0;
+  struct State;  // the libcrypto context, kept out of this header
+  std::unique_ptr<State> state_;
 };
 
 // Lower-case hex digest of `bytes`.

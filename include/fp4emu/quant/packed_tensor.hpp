@@ -16,7 +16,10 @@
 
 namespace fp4emu {
 
-struct PackedTensor {
+// Everything but the buffers: the form of the codes and scales, wherever
+// they are stored (PackedTensor's vectors, or caller memory for the view
+// forms of quantize / dequantize in quantize.hpp).
+struct PackedHeader {
   Format format = Format::hif4;
   std::string recipe_id;
   std::vector<int64_t> shape;  // logical shape of the original tensor
@@ -31,11 +34,6 @@ struct PackedTensor {
   NibbleOrder nibble_order = NibbleOrder::low_first;
   ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;
   ScaleLayout scale_layout = ScaleLayout::linear;
-
-  std::vector<uint8_t> codes;   // rows * padded_len / 2 bytes
-  // rows * blocks_per_row * scale_bytes_per_block bytes. HiF4: the 32-bit
-  // scale word little-endian: [E6M2, L2 bits, L3 groups 0-7, L3 groups 8-15].
-  std::vector<uint8_t> scales;
 
   // NVFP4 per-tensor scale (1 and unused for the other formats and for the
   // single-level NVFP4 recipes). Decoding multiplies by global_decode_scale.
@@ -54,6 +52,16 @@ struct PackedTensor {
     return s;
   }
   int64_t num_blocks() const { return rows * blocks_per_row(); }
+  // Sizes of the two buffers.
+  int64_t code_bytes() const { return rows * padded_len / 2; }
+  int64_t scale_bytes() const { return num_blocks() * scale_bytes_per_block(format); }
+};
+
+struct PackedTensor : PackedHeader {
+  std::vector<uint8_t> codes;   // code_bytes() bytes
+  // scale_bytes() bytes. HiF4: the 32-bit scale word little-endian:
+  // [E6M2, L2 bits, L3 groups 0-7, L3 groups 8-15].
+  std::vector<uint8_t> scales;
 };
 
 }  // namespace fp4emu

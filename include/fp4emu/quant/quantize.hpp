@@ -2,6 +2,7 @@
 // The quantization API (DESIGN.md §3): quantize -> PackedTensor, dequantize,
 // fake_quant. All functions throw InputError on bad options or input.
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -9,12 +10,9 @@
 #include "fp4emu/quant/packed_tensor.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/quant/tensor.hpp"
+#include "fp4emu/quant/view.hpp"
 
 namespace fp4emu {
-
-// Data type the input values came from. Only hif4.a6 depends on it: it is
-// defined on bf16 inputs, so fp32 values must be exact in bf16.
-enum class InputDType : uint8_t { f32, bf16, f16 };
 
 // Which implementation runs (src/quant/simd.hpp lists what the fast path covers).
 enum class Impl : uint8_t {
@@ -26,14 +24,14 @@ std::string_view to_string(Impl impl);
 std::optional<Impl> parse_impl(std::string_view name);  // "auto", "reference", "fast"
 
 struct QuantOptions {
-  std::string recipe;                   // recipe id ("nvfp4.te"), or a format name for its default
+  RecipeRef recipe;                     // recipe id ("nvfp4.te"), format name (its default), or handle
   int axis = -1;                        // block axis; negative counts from the end
   std::optional<TailPolicy> tail;       // default: the recipe's
   std::optional<Rounding> rounding;     // element-rounding override, where the recipe allows it
   std::optional<NibbleOrder> nibble_order;
   std::optional<ScaleBitOrder> scale_bit_order;  // HiF4 only
   std::optional<float> global_amax;     // NVFP4: per-tensor amax (default: from the input)
-  InputDType input_dtype = InputDType::f32;
+  InputDType input_dtype = InputDType::f32;  // of the values of a Tensor (a TensorView says its own)
   Impl impl = Impl::automatic;
   int threads = 0;                      // fast path: 0 = OpenMP default (OMP_NUM_THREADS, else all cores)
 };
@@ -67,5 +65,23 @@ Tensor fake_quant(const Tensor& x, const QuantOptions& options);
 void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& out);
 void dequantize(const PackedTensor& packed, const DequantOptions& options, Tensor& out);
 void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out);
+
+// ---- Non-owning forms (view.hpp): the input is read in place and the results
+// are written into caller memory. The Tensor forms above wrap these.
+// A bf16 or fp16 view sets the input dtype; an fp32 view uses options.input_dtype.
+
+// The header quantize(x, options, ...) will produce for an input of `shape`,
+// for sizing the buffers (code_bytes(), scale_bytes()); its NVFP4 per-tensor
+// fields are filled by quantize.
+PackedHeader packed_header(const std::vector<int64_t>& shape, const QuantOptions& options);
+// Writes exactly header.code_bytes() codes and header.scale_bytes() scales
+// (InputError when a span is smaller) and returns the header.
+PackedHeader quantize(const TensorView& x, const QuantOptions& options, std::span<uint8_t> codes,
+                      std::span<uint8_t> scales);
+// Reads exactly code_bytes() codes, scale_bytes() scales; writes all of `out`.
+void dequantize(const PackedHeader& header, std::span<const uint8_t> codes, std::span<const uint8_t> scales,
+                const DequantOptions& options, const OutputView& out);
+// Writes every element of `out` (x's shape).
+void fake_quant(const TensorView& x, const QuantOptions& options, const OutputView& out);
 
 }  // namespace fp4emu

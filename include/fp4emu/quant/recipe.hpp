@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "fp4emu/codec/rounding.hpp"
@@ -82,6 +83,32 @@ struct Recipe {
 std::span<const Recipe> all_recipes();
 const Recipe* find_recipe(std::string_view id);
 const Recipe& default_recipe(Format f);
+// The recipe with this id, or the default recipe of a format name ("nvfp4");
+// InputError listing the known ids otherwise.
+const Recipe& recipe(std::string_view id_or_format);
+
+// A recipe choice: an id or format name (checked when used), or a handle, a
+// Recipe of the registry (all_recipes(), find_recipe, recipe, default_recipe).
+//   QuantOptions q;  q.recipe = "nvfp4.te";  q.recipe = default_recipe(Format::mxfp4);
+class RecipeRef {
+ public:
+  RecipeRef() = default;
+  RecipeRef(std::string_view id) : id_(id) {}
+  RecipeRef(const std::string& id) : id_(id) {}
+  RecipeRef(const char* id) : id_(id) {}
+  RecipeRef(const Recipe& r) : id_(r.id), recipe_(&r) {}
+
+  // The recipe; InputError for an unknown id.
+  const Recipe& get() const { return recipe_ ? *recipe_ : recipe(id_); }
+  // The id or format name as given (a handle's id); also as a string_view,
+  // for code that treats the choice as its id.
+  const std::string& name() const { return id_; }
+  operator std::string_view() const { return id_; }
+
+ private:
+  std::string id_;
+  const Recipe* recipe_ = nullptr;
+};
 
 // Per-format tables (src/quant/reference/<format>_recipes.cpp).
 std::span<const Recipe> hif4_recipes();

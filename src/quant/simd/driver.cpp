@@ -3,10 +3,13 @@
 // blocks of one row, so each output byte is written by exactly one run and
 // the result is the same for any thread count.
 //
-// Blocks along the last axis are read in place. Along any other axis a tile
-// of up to kTileColumns neighbouring rows is transposed into a per-thread
-// buffer (reading kTileColumns consecutive floats per step of the axis), run
-// through the same kernels, and transposed back.
+// Contiguous row-major tensors: blocks along the last axis are read in place
+// (bf16/fp16 widened a run at a time). Along any other axis a tile of up to
+// kTileColumns neighbouring rows is transposed into a per-thread buffer
+// (reading kTileColumns consecutive values per step of the axis), run through
+// the same kernels, and transposed back. Strided views go run by run: a run
+// with stride 1 along the axis is used in place, any other is gathered into
+// (and scattered from) a per-thread buffer.
 
 #include <algorithm>
 #include <array>
@@ -18,9 +21,9 @@
 #include <fmt/format.h>
 
 #include "fp4emu/quant/reference.hpp"
-#include "fp4emu/quant/simd.hpp"
 #include "fp4emu/threads.hpp"
 #include "kernels.hpp"
+#include "src/quant/simd.hpp"
 
 namespace fp4emu::simd {
 namespace {
@@ -136,13 +139,68 @@ void for_each_tile(const AxisView& v, int threads, Fn&& fn) {
   }
 }
 
-// x[o, k0 + k, i0 + c] -> buffer[c * kTileRunValues + k]
-void gather_tile(const float* x, const AxisView& v, int64_t o, int64_t i0, int64_t columns, int64_t k0, int64_t n,
-                 float* buffer) {
-  for (int64_t k = 0; k < n; ++k) {
-    const float* src = x + ((o * v.axis_len + k0 + k) * v.inner + i0);
-    for (int64_t c = 0; c < columns; ++c) buffer[c * kTileRunValues + k] = src[c];
+// fn(load) with load(i) = element i of x's data widened to fp32: the dtype
+// is switched on once, outside the loops.
+template <class Fn>
+void with_loader(const detail::StridedIn& x, Fn&& fn) {
+  switch (x.dtype) {
+    case InputDType::f32: {
+      const float* p = static_cast<const float*>(x.data);
+      fn([p](int64_t i) { return p[i]; });
+      return;
+    }
+    case InputDType::bf16: {
+      const uint16_t* p = static_cast<const uint16_t*>(x.data);
+      fn([p](int64_t i) { return bf16_bits_to_f32(p[i]); });
+      return;
+    }
+    case InputDType::f16: {
+      const uint16_t* p = static_cast<const uint16_t*>(x.data);
+      fn([p](int64_t i) { return f16_bits_to_f32(p[i]); });
+      return;
+    }
   }
+}
+
+// Contiguous x: x[o, k0 + k, i0 + c] -> buffer[c * kTileRunValues + k]
+void gather_tile(const detail::StridedIn& x, const AxisView& v, int64_t o, int64_t i0, int64_t columns, int64_t k0,
+                 int64_t n, float* buffer) {
+  with_loader(x, [&](auto load) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t src = (o * v.axis_len + k0 + k) * v.inner + i0;
+      for (int64_t c = 0; c < columns; ++c) buffer[c * kTileRunValues + k] = load(src + c);
+    }
+  });
+}
+
+// A run's values in place when they are fp32 at stride 1, else widened into buffer.
+const float* read_run(const detail::StridedIn& x, int64_t offset, int64_t step, int64_t n, float* buffer) {
+  if (x.dtype == InputDType::f32 && step == 1) return static_cast<const float*>(x.data) + offset;
+  x.load(offset, step, n, buffer);
+  return buffer;
+}
+
+// Strided views: fn(run, in_buffer, out_buffer) for every run of every row,
+// with two per-thread buffers of kRunValues values.
+template <class Fn>
+void for_each_strided_run(const AxisView& v, int threads, Fn&& fn) {
+  const int64_t runs_per_row = (v.axis_len + kRunValues - 1) / kRunValues;
+  const int64_t items = v.rows() * runs_per_row;
+  threads = threads_for(v.rows() * v.axis_len, threads);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> in(kRunValues), out(kRunValues);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t k0 = item % runs_per_row * kRunValues;
+      fn(Run{item / runs_per_row, k0, std::min(kRunValues, v.axis_len - k0)}, in.data(), out.data());
+    }
+  }
+}
+
+// Offset of position k0 of the run's row in a strided array.
+int64_t run_offset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int axis, const Run& r) {
+  return detail::row_offset(shape, strides, axis, r.row) + r.k0 * strides[axis];
 }
 
 void scatter_tile(const float* buffer, const AxisView& v, int64_t o, int64_t i0, int64_t columns, int64_t k0,
@@ -153,17 +211,29 @@ void scatter_tile(const float* buffer, const AxisView& v, int64_t o, int64_t i0,
   }
 }
 
-float global_abs_max(const std::vector<float>& x, int threads) {
-  const int64_t n = static_cast<int64_t>(x.size());
-  const int64_t chunks = (n + kAmaxChunk - 1) / kAmaxChunk;
-  std::vector<float> partial(chunks, 0.0f);
-  threads = threads_for(n, threads);
+float global_abs_max(const detail::StridedIn& x, int threads) {
+  const int64_t n = x.numel();
+  if (const float* dense = x.dense_f32()) {
+    const int64_t chunks = (n + kAmaxChunk - 1) / kAmaxChunk;
+    std::vector<float> partial(chunks, 0.0f);
+    threads = threads_for(n, threads);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t c = 0; c < chunks; ++c)
-    partial[c] = abs_max_dropping_nan(x.data() + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
-  float best = 0.0f;
-  for (float p : partial) best = std::max(best, p);  // exact and order-free: no NaN here
-  return best;
+    for (int64_t c = 0; c < chunks; ++c)
+      partial[c] = abs_max_dropping_nan(dense + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
+    float best = 0.0f;
+    for (float p : partial) best = std::max(best, p);  // exact and order-free: no NaN here
+    return best;
+  }
+  // Views: runs along the last axis, widened; the maximum is order-free.
+  const int last = static_cast<int>(x.shape.size()) - 1;
+  const AxisView v = axis_view(x.shape, last);
+  const int64_t runs_per_row = (v.axis_len + kRunValues - 1) / kRunValues;
+  std::vector<float> partial(v.rows() * runs_per_row, 0.0f);
+  for_each_strided_run(v, threads, [&](const Run& r, float* buffer, float*) {
+    const float* values = read_run(x, run_offset(x.shape, x.strides, last, r), x.strides[last], r.n, buffer);
+    partial[r.row * runs_per_row + r.k0 / kRunValues] = abs_max_dropping_nan(values, r.n);
+  });
+  return *std::max_element(partial.begin(), partial.end());
 }
 
 KernelArgs kernel_args(const ResolvedOptions& o) {
@@ -178,8 +248,9 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
 
 // NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
 // amax reduced in parallel.
-reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const Tensor& x, int threads, KernelArgs& k) {
-  const float g = o.global_amax ? *o.global_amax : global_abs_max(x.data, threads);
+reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
+                                        KernelArgs& k) {
+  const float g = o.global_amax ? *o.global_amax : global_abs_max(x, threads);
   const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(*o.recipe, g);
   // nvfp4.cpp quantize_te: m = fp32(S_enc * RN16), RN16 = fp32(1/6).
   constexpr float kRN16 = 1.0f / 6.0f;
@@ -202,7 +273,7 @@ std::string fast_path_gap(const ResolvedOptions& o, Operation op) {
   return {};
 }
 
-std::string fast_dequantize_gap(const PackedTensor& p) {
+std::string fast_dequantize_gap(const PackedHeader& p) {
   const Recipe* r = find_recipe(p.recipe_id);
   if (!r) return fmt::format("unknown recipe '{}'", p.recipe_id);
   switch (r->format) {
@@ -222,44 +293,64 @@ std::string fast_dequantize_gap(const PackedTensor& p) {
   return "unknown format";
 }
 
-bool all_bf16_exact(const std::vector<float>& x) {
+bool all_bf16_exact(const detail::StridedIn& x) {
+  if (x.dtype == InputDType::bf16) return true;
   uint32_t low_bits = 0;  // any nonzero low half of a finite value
-  for (float v : x) {
-    const uint32_t bits = std::bit_cast<uint32_t>(v);
-    const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
-    low_bits |= finite ? (bits & 0xFFFFu) : 0u;
-  }
+  detail::for_each_chunk(x, [&](int64_t, const float* values, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+      const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
+      low_bits |= finite ? (bits & 0xFFFFu) : 0u;
+    }
+  });
   return low_bits == 0;
 }
 
-void fake_quant(const Tensor& x, const ResolvedOptions& o, int threads, Tensor& out) {
+void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int threads, const detail::StridedOut& out) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
   if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, k);
   const AxisView v = axis_view(x.shape, o.axis);
   const int block = block_size(o.recipe->format);
-  out.shape = x.shape;
-  if (out.data.size() != x.data.size()) out.data.resize(x.data.size());
-  const float* in = x.data.data();
-  float* y = out.data.data();
-  if (v.inner == 1) {
-    for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
-      const int64_t offset = r.row * len + r.k0;
-      fake_quant_values(k, in + offset, y + offset, r.n);
+  if (x.contiguous && out.contiguous) {
+    float* y = out.data;
+    if (v.inner == 1) {
+      const float* in = x.dense_f32();
+      for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
+        const int64_t offset = r.row * len + r.k0;
+        if (in) {
+          fake_quant_values(k, in + offset, y + offset, r.n);
+          return;
+        }
+        thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
+        buffer.resize(kRunValues);
+        x.load(offset, 1, r.n, buffer.data());
+        fake_quant_values(k, buffer.data(), y + offset, r.n);
+      });
+      return;
+    }
+    for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+      gather_tile(x, v, o_, i0, columns, k0, n, buffer);
+      for (int64_t c = 0; c < columns; ++c) {
+        float* row = buffer + c * kTileRunValues;
+        fake_quant_values(k, row, row, n);
+      }
+      scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
     });
     return;
   }
-  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
-    gather_tile(in, v, o_, i0, columns, k0, n, buffer);
-    for (int64_t c = 0; c < columns; ++c) {
-      float* row = buffer + c * kTileRunValues;
-      fake_quant_values(k, row, row, n);
-    }
-    scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
+  const int64_t in_step = x.strides[o.axis], out_step = out.strides[o.axis];
+  for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float* out_buffer) {
+    const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
+    float* y = out.data + run_offset(out.shape, out.strides, o.axis, r);
+    fake_quant_values(k, in, out_step == 1 ? y : out_buffer, r.n);
+    if (out_step != 1)
+      for (int64_t i = 0; i < r.n; ++i) y[i * out_step] = out_buffer[i];
   });
 }
 
-void quantize(const Tensor& x, const ResolvedOptions& o, int threads, PackedTensor& p) {
+void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads, PackedHeader& p, uint8_t* codes,
+              uint8_t* scales) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
   if (o.recipe->format == Format::nvfp4) {
@@ -274,28 +365,43 @@ void quantize(const Tensor& x, const ResolvedOptions& o, int threads, PackedTens
   const int64_t blocks = p.blocks_per_row();
   // Codes of row r at byte r * padded_len / 2, scales at block r * blocks:
   // position k0 (a multiple of the block) of a row is byte k0 / 2, block k0 / block.
-  auto codes_at = [&](int64_t row, int64_t k0) { return p.codes.data() + row * (p.padded_len / 2) + k0 / 2; };
-  auto scales_at = [&](int64_t row, int64_t k0) {
-    return p.scales.data() + (row * blocks + k0 / block) * scale_bytes;
-  };
-  const float* in = x.data.data();
-  if (v.inner == 1) {
+  auto codes_at = [&](int64_t row, int64_t k0) { return codes + row * (p.padded_len / 2) + k0 / 2; };
+  auto scales_at = [&](int64_t row, int64_t k0) { return scales + (row * blocks + k0 / block) * scale_bytes; };
+  if (x.contiguous && v.inner == 1) {
+    const float* in = x.dense_f32();
+    // With whole blocks the packed rows are contiguous too: one long row.
     for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
-      // With whole blocks the packed rows are contiguous too: one long row.
-      quantize_values(k, in + r.row * len + r.k0, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+      const int64_t offset = r.row * len + r.k0;
+      if (in) {
+        quantize_values(k, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        return;
+      }
+      thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
+      buffer.resize(kRunValues);
+      x.load(offset, 1, r.n, buffer.data());
+      quantize_values(k, buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
     });
     return;
   }
-  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
-    gather_tile(in, v, o_, i0, columns, k0, n, buffer);
-    for (int64_t c = 0; c < columns; ++c) {
-      const int64_t row = o_ * v.inner + i0 + c;
-      quantize_values(k, buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
-    }
+  if (x.contiguous) {
+    for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+      gather_tile(x, v, o_, i0, columns, k0, n, buffer);
+      for (int64_t c = 0; c < columns; ++c) {
+        const int64_t row = o_ * v.inner + i0 + c;
+        quantize_values(k, buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
+      }
+    });
+    return;
+  }
+  const int64_t in_step = x.strides[o.axis];
+  for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float*) {
+    const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
+    quantize_values(k, in, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
   });
 }
 
-void dequantize(const PackedTensor& p, int threads, Tensor& out) {
+void dequantize(const PackedHeader& p, const uint8_t* codes, const uint8_t* scales, int threads,
+                const detail::StridedOut& out) {
   threads = thread_count(threads);
   const Recipe& r = *find_recipe(p.recipe_id);
   KernelArgs k;
@@ -315,25 +421,33 @@ void dequantize(const PackedTensor& p, int threads, Tensor& out) {
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(r.format);
   const int64_t blocks = p.blocks_per_row();
-  auto codes_at = [&](int64_t row, int64_t k0) { return p.codes.data() + row * (p.padded_len / 2) + k0 / 2; };
-  auto scales_at = [&](int64_t row, int64_t k0) {
-    return p.scales.data() + (row * blocks + k0 / block) * scale_bytes;
-  };
-  out.shape = p.shape;
-  out.data.resize(v.rows() * v.axis_len);
-  float* y = out.data.data();
-  if (v.inner == 1) {
-    for_each_contiguous_run(v, block, threads, [&](const Run& run, int64_t len) {
-      dequantize_values(k, codes_at(run.row, run.k0), scales_at(run.row, run.k0), run.n, y + run.row * len + run.k0);
+  auto codes_at = [&](int64_t row, int64_t k0) { return codes + row * (p.padded_len / 2) + k0 / 2; };
+  auto scales_at = [&](int64_t row, int64_t k0) { return scales + (row * blocks + k0 / block) * scale_bytes; };
+  if (out.contiguous) {
+    float* y = out.data;
+    if (v.inner == 1) {
+      for_each_contiguous_run(v, block, threads, [&](const Run& run, int64_t len) {
+        dequantize_values(k, codes_at(run.row, run.k0), scales_at(run.row, run.k0), run.n,
+                          y + run.row * len + run.k0);
+      });
+      return;
+    }
+    for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
+      for (int64_t c = 0; c < columns; ++c) {
+        const int64_t row = o_ * v.inner + i0 + c;
+        dequantize_values(k, codes_at(row, k0), scales_at(row, k0), n, buffer + c * kTileRunValues);
+      }
+      scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
     });
     return;
   }
-  for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
-    for (int64_t c = 0; c < columns; ++c) {
-      const int64_t row = o_ * v.inner + i0 + c;
-      dequantize_values(k, codes_at(row, k0), scales_at(row, k0), n, buffer + c * kTileRunValues);
-    }
-    scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
+  const int64_t out_step = out.strides[p.axis];
+  for_each_strided_run(v, threads, [&](const Run& run, float*, float* out_buffer) {
+    float* y = out.data + run_offset(out.shape, out.strides, p.axis, run);
+    dequantize_values(k, codes_at(run.row, run.k0), scales_at(run.row, run.k0), run.n,
+                      out_step == 1 ? y : out_buffer);
+    if (out_step != 1)
+      for (int64_t i = 0; i < run.n; ++i) y[i * out_step] = out_buffer[i];
   });
 }
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fp4emu/quant/reference.hpp"
-#include "fp4emu/quant/simd.hpp"
+#include "src/quant/simd.hpp"
 #include "hif4-inl.h"
 #include "hwy/highway.h"
 #include "kernels.hpp"
