@@ -200,6 +200,11 @@ std::vector<float> amax_boundaries(const Config& c) {
         push_neighbours(a, p, 2, bf16);                  // ocp/ceil: powers of two
         push_neighbours(a, 1.75f * p, 2, bf16);          // even: 1.75 * 2^e rounds up
         push_neighbours(a, p / 0x1.555556p-3f, 3, bf16);  // rceil: fp32(amax/6) at a power of two
+        // log2f_floor (microxcaling, ggml): log2f rounds up to e from J ulps
+        // below 2^e, J up to 88 (mxfp4.cpp kLog2fRoundUpJmax): each Jmax and Jmax + 1.
+        if (!bf16 && e > -126 && c.recipe->mx.scale_rule == MxScaleRule::log2f_floor)
+          for (int j : {3, 5, 6, 11, 12, 22, 23, 44, 45, 88, 89})
+            a.push_back(std::bit_cast<float>(std::bit_cast<uint32_t>(p) - static_cast<uint32_t>(j)));
       }
       break;
     case Format::nvfp4:
@@ -212,6 +217,11 @@ std::vector<float> amax_boundaries(const Config& c) {
       push_neighbours(a, 464.0f * 6.0f, 3, bf16);
       break;
     case Format::hif4:
+      if (c.recipe->hif4.arithmetic == Hif4Arithmetic::pow2_v12) {
+        // V12: floor(log2(m4 + 2^-45)) changes at powers of two.
+        for (int e = -149; e <= 127; ++e) push_neighbours(a, std::ldexp(1.0f, e), 2, bf16);
+        break;
+      }
       // s0 = bf16(M * c7) at every E6M2 midpoint, and at the bf16 rounding edges around it.
       for (uint32_t code = 0; code < 0xFE; ++code) {
         const double mid = (e6m2_decode(code) + static_cast<double>(e6m2_decode(code + 1))) / 2;
@@ -237,6 +247,13 @@ std::vector<float> tie_values(const Config& c, float amax) {
       }
       break;
     case Format::hif4: {
+      if (c.recipe->hif4.arithmetic == Hif4Arithmetic::pow2_v12) {
+        // t = a * 2^-(B+b+c): ties at (2q + 1)/8 * 2^(B+b+c), B = clamp(floor(log2 amax) - 2, -46, 16).
+        const int b_exp = std::clamp(std::ilogb(amax + 0x1p-45f) - 2, -46, 16);
+        for (int q = 0; q < 8; ++q)
+          for (int bc = 0; bc <= 2; ++bc) push_neighbours(v, std::ldexp((2 * q + 1) / 8.0f, b_exp + bc), 1, bf16);
+        break;
+      }
       // t = a * 2^-(b+c) * r with r = bf16(1/S): ties at 4t + 1/2 = q + 1/2 ... on the q/4 grid.
       float s0 = bf16_rne(static_cast<double>(amax) * 0.142578125);
       s0 = std::clamp(s0, 0x1p-48f, 49152.0f);
@@ -255,15 +272,25 @@ std::vector<float> tie_values(const Config& c, float amax) {
 
 class SimdVsReference : public ::testing::TestWithParam<Config> {};
 
-TEST(SimdCoverage, HardwareAndDefaultRecipesHaveAFastPath) {
+TEST(SimdCoverage, EveryRecipeHasAFastPath) {
   const std::vector<Config> configs = fast_configs();
-  for (const char* id : {"hif4.v14", "hif4.a6", "mxfp4.ocp", "mxfp4.rceil", "nvfp4.te"}) {
-    const Recipe* r = find_recipe(id);
+  std::vector<const Recipe*> required;
+  for (const Recipe& r : all_recipes()) required.push_back(&r);
+  for (const Recipe* r : required) {
     ASSERT_NE(r, nullptr);
-    const bool found = std::any_of(configs.begin(), configs.end(), [&](const Config& c) {
-      return c.recipe == r && c.rounding == r->element_rounding;
-    });
-    EXPECT_TRUE(found) << id << " with its own rounding has no fast path";
+    // Every deterministic element rounding the recipe allows.
+    for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
+      if (!(r->allowed_roundings & rounding_bit(rounding))) continue;
+      const bool found = std::any_of(configs.begin(), configs.end(), [&](const Config& c) {
+        return c.recipe == r && c.rounding == rounding;
+      });
+      EXPECT_TRUE(found) << r->id << " with rounding " << to_string(rounding) << " has no fast path";
+    }
+    // ... and a fast decoder.
+    if (r->fake_quant_only) continue;
+    PackedTensor p;
+    p.recipe_id = std::string(r->id);
+    EXPECT_TRUE(simd::fast_dequantize_gap(p).empty()) << r->id << ": " << simd::fast_dequantize_gap(p);
   }
   // The scalar fallback is among the compiled targets, and more than one target runs here.
   const std::vector<int64_t> targets = simd::compiled_targets();
@@ -444,7 +471,8 @@ INSTANTIATE_TEST_SUITE_P(FastRecipes, SimdVsReference, ::testing::ValuesIn(fast_
 // HiF4 scale-bit order, fast against reference.
 TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {
   std::mt19937_64 rng(23);
-  for (const char* id : {"hif4.v14", "hif4.a6", "mxfp4.ocp", "nvfp4.te"}) {
+  for (const char* id : {"hif4.v14", "hif4.a6", "hif4.amct", "hif4.v12_pow2", "mxfp4.ocp", "mxfp4.ggml",
+                         "nvfp4.te"}) {
     const Recipe& r = *find_recipe(id);
     const int block = block_size(r.format);
     std::vector<float> data(7 * (3 * block + 9));
@@ -500,7 +528,28 @@ TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {
       }
     }
   }
-  EXPECT_GE(decoders, 18);  // every recipe but hif4.v12_pow2, the two ggml ones and the fake-quant-only one
+  EXPECT_GE(decoders, 20);  // every HiF4 and MXFP4 recipe (SimdCoverage names them) and most NVFP4 ones
+}
+
+// A recipe and deterministic element rounding the fast path does not cover
+// (read from the dispatcher), with the dispatcher's reason.
+struct Uncovered {
+  const Recipe* recipe = nullptr;
+  Rounding rounding = Rounding::rne;
+  std::string gap;
+};
+Uncovered uncovered_config() {
+  for (const Recipe& r : all_recipes())
+    for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
+      if (!(r.allowed_roundings & rounding_bit(rounding))) continue;
+      QuantOptions q;
+      q.recipe = std::string(r.id);
+      q.rounding = rounding;
+      q.tail = TailPolicy::pad;
+      const std::string gap = simd::fast_path_gap(resolve_options(q, {block_size(r.format)}), simd::Operation::fake_quant);
+      if (!gap.empty()) return {&r, rounding, gap};
+    }
+  return {};
 }
 
 TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {
@@ -508,16 +557,22 @@ TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {
   x.shape = {64};
   x.data.assign(64, 1.5f);
   QuantOptions o;
-  o.recipe = "mxfp4.ggml";
-  o.impl = Impl::fast;
-  try {
-    fake_quant(x, o);
-    FAIL() << "forcing the fast path on a recipe without one must fail";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("mxfp4.ggml has no fast kernel"), std::string::npos) << e.what();
+  // Forcing the fast path where it has no kernel fails with the reason; auto falls back.
+  // (When every configuration has a kernel, the bf16 check below is the refusal tested.)
+  if (const Uncovered u = uncovered_config(); u.recipe) {
+    o.recipe = std::string(u.recipe->id);
+    o.rounding = u.rounding;
+    o.impl = Impl::fast;
+    try {
+      fake_quant(x, o);
+      FAIL() << "forcing the fast path where it has no kernel must fail";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(u.gap), std::string::npos) << e.what();
+    }
+    o.impl = Impl::automatic;
+    EXPECT_NO_THROW(fake_quant(x, o));
   }
-  o.impl = Impl::automatic;  // falls back to the reference
-  EXPECT_NO_THROW(fake_quant(x, o));
+  o = QuantOptions{};
   o.recipe = "mxfp4";
   o.threads = -1;
   EXPECT_THROW(fake_quant(x, o), InputError);
@@ -571,10 +626,13 @@ TEST(SimdCli, ImplAndThreadsFlags) {
     EXPECT_EQ(read_all(dq_ref), read_all(dq_fast)) << fmt;
     EXPECT_EQ(read_all(dq_ref), read_all(ref)) << fmt;
   }
-  const testing::CliResult bad = testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() +
-                                                  " --format mxfp4 --recipe ggml --impl fast");
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.output.find("no fast kernel"), std::string::npos) << bad.output;
+  if (const Uncovered u = uncovered_config(); u.recipe) {
+    const testing::CliResult bad = testing::run_cli(
+        "fake-quant " + in + " " + (dir / "y.npy").string() + " --format " + std::string(format_name(u.recipe->format)) +
+        " --recipe " + std::string(u.recipe->id) + " --round " + std::string(to_string(u.rounding)) + " --impl fast");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.output.find(u.gap), std::string::npos) << bad.output;
+  }
   EXPECT_EQ(testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() + " --format mxfp4 --impl simd")
                 .exit_code, 2);
   EXPECT_EQ(testing::run_cli("fake-quant " + in + " " + (dir / "y.npy").string() + " --format mxfp4 --threads -2")

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/codec/rounding.hpp"
 #include "hwy/highway.h"
 
@@ -74,118 +75,146 @@ HWY_INLINE hn::Vec<D> RoundToQuantum(D d, hn::Vec<D> a, hn::Vec<D> magic) {
   }
 }
 
-// ---- E2M1 (MXFP4 / NVFP4 elements) -----------------------------------------
+// ---- Formats from their traits ------------------------------------------------
+// Every constant below comes from the MinifloatTraits of the scalar codec
+// (fp4emu/codec/minifloat.hpp), as ml_dtypes derives each float8 conversion
+// from its traits: one rounding, one code and one value function for all
+// formats. Only magnitudes: the callers carry the sign.
 
-// e2m1_encode(a, R) decoded, for a >= 0 (Inf allowed, not NaN): a on the grid
-// {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating at 6 (every rounding gives 6 above 6).
+constexpr float Pow2f(int e) {
+  float v = 1.0f;
+  for (; e > 0; --e) v *= 2.0f;
+  for (; e < 0; ++e) v *= 0.5f;
+  return v;
+}
+
+template <const MinifloatTraits& T>
+struct GridOf {
+  static constexpr int kMan = T.man_bits;
+  // Exponent of the lowest binade: subnormals share 1 - bias; without
+  // subnormals exponent field 0 is an ordinary binade (E6M2: 2^-48).
+  static constexpr int kEmin = (T.has_subnormals ? 1 : 0) - T.bias;
+  // The largest finite value: the all-ones code is NaN (fn, top_code), the
+  // all-ones exponent is Inf/NaN (ieee), or every code is a number (none).
+  static constexpr int kTopField = (1 << T.exp_bits) - 1;
+  static constexpr bool kTopCodeIsNan = T.specials == SpecialCodes::fn || T.specials == SpecialCodes::top_code;
+  static constexpr int kMaxField = T.specials == SpecialCodes::ieee || (kTopCodeIsNan && kMan == 0) ? kTopField - 1
+                                                                                                      : kTopField;
+  static constexpr int kMaxMantissa = (1 << kMan) - (kTopCodeIsNan && kMan > 0 ? 2 : 1);
+  static constexpr int kEmax = kMaxField - T.bias;
+  static constexpr float kMax = Pow2f(kEmax) * (1.0f + static_cast<float>(kMaxMantissa) / static_cast<float>(1 << kMan));
+  static constexpr float kMin = Pow2f(kEmin);  // smallest value of a format without zero
+  // The fp32 exponent field of 2^kEmin minus the format's: code = (fp32 bits >> (23 - kMan)) - kFieldOffset << kMan.
+  static constexpr int32_t kFieldOffset = 127 - T.bias;
+  // The magic of RoundToQuantum is the quantum times 2^23: it stays finite
+  // only for formats narrower than fp32's exponent range.
+  static constexpr bool kMagicFits = kEmax + 23 - kMan < 128 && kEmin > -127;
+};
+
+// RNE of a non-NaN fp32 to kMan mantissa bits in fp32's own exponent range
+// (IEEE overflow to Inf): bf16, and E6M2 where it is asked with no exponent limit.
+template <int kMan, class D>
+HWY_INLINE hn::Vec<D> RneToMantissaBits(D d, hn::Vec<D> v) {
+  constexpr int kShift = 23 - kMan;
+  const hn::RebindToSigned<D> di;
+  const auto bits = hn::BitCast(di, v);
+  const auto lsb = hn::And(hn::ShiftRight<kShift>(bits), hn::Set(di, 1));
+  const auto rounded = hn::Add(hn::Add(bits, hn::Set(di, (1 << (kShift - 1)) - 1)), lsb);
+  return hn::BitCast(d, hn::And(rounded, hn::Set(di, static_cast<int32_t>(~((1u << kShift) - 1u)))));
+}
+
+// decode(T, encode(T, a, R, saturate)) for a >= 0 (Inf allowed, not NaN):
+// a on the grid of T, saturating at its largest finite value; formats
+// without zero give their smallest value for anything below it. Formats as
+// wide as fp32 (bf16) round RNE with IEEE overflow, as bf16_encode does.
+template <const MinifloatTraits& T, Rounding R, class D>
+HWY_INLINE hn::Vec<D> RoundToGrid(D d, hn::Vec<D> a) {
+  using G = GridOf<T>;
+  if constexpr (!G::kMagicFits) {
+    static_assert(R == Rounding::rne, "formats as wide as fp32 round to nearest even here");
+    return RneToMantissaBits<G::kMan>(d, a);
+  } else {
+    const hn::RebindToSigned<D> di;
+    a = hn::Min(a, hn::Set(d, G::kMax));  // the saturated maximum is on the grid
+    // quantum 2^(max(floor(log2 a), kEmin) - kMan)
+    const auto exponent = hn::And(hn::BitCast(di, a), hn::Set(di, kExponentMask));
+    const auto magic = hn::Add(hn::Max(exponent, hn::Set(di, (G::kEmin + 127) << 23)), hn::Set(di, (23 - G::kMan) << 23));
+    auto grid = RoundToQuantum<R>(d, a, hn::BitCast(d, magic));
+    if constexpr (!T.has_subnormals) grid = hn::Max(grid, hn::Set(d, G::kMin));
+    return grid;
+  }
+}
+
+// Magnitude code of a value on T's grid (the inverse of ValueOf).
+template <const MinifloatTraits& T, class D>
+HWY_INLINE IntVec<D> CodeOf(D d, hn::Vec<D> grid) {
+  using G = GridOf<T>;
+  const hn::RebindToSigned<D> di;
+  // Normal: the fp32 exponent field re-biased, then the kMan mantissa bits.
+  const auto normal = hn::Sub(hn::ShiftRight<23 - G::kMan>(hn::BitCast(di, grid)), hn::Set(di, G::kFieldOffset << G::kMan));
+  if constexpr (!T.has_subnormals) {
+    return normal;
+  } else {
+    const auto subnormal = hn::ConvertTo(di, hn::Mul(grid, hn::Set(d, Pow2f(G::kMan - G::kEmin))));
+    return hn::IfThenElse(hn::RebindMask(di, hn::Lt(grid, hn::Set(d, Pow2f(G::kEmin)))), subnormal, normal);
+  }
+}
+
+// Value of a magnitude code of T that is not a NaN code.
+template <const MinifloatTraits& T, class D>
+HWY_INLINE hn::Vec<D> ValueOf(D d, IntVec<D> code) {
+  using G = GridOf<T>;
+  const hn::RebindToSigned<D> di;
+  const auto normal = hn::BitCast(d, hn::ShiftLeft<23 - G::kMan>(hn::Add(code, hn::Set(di, G::kFieldOffset << G::kMan))));
+  if constexpr (!T.has_subnormals) {
+    return normal;
+  } else {
+    const auto subnormal = hn::Mul(hn::ConvertTo(d, code), hn::Set(d, Pow2f(G::kEmin - G::kMan)));
+    return hn::IfThenElse(hn::RebindMask(d, hn::Lt(code, hn::Set(di, 1 << G::kMan))), subnormal, normal);
+  }
+}
+
+static_assert(GridOf<kE2M1>::kMax == 6.0f && GridOf<kS1P2>::kMax == 1.75f && GridOf<kUE4M3>::kMax == 448.0f &&
+              GridOf<kE6M2>::kMax == 49152.0f && GridOf<kE6M2>::kMin == 0x1p-48f && !GridOf<kBF16>::kMagicFits);
+
+// ---- Names in the field's words (the recipes' conversions) ---------------------
+
+// E2M1 (MXFP4 / NVFP4 elements): e2m1_encode(a, R) decoded, saturating at 6.
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> E2m1Grid(D d, hn::Vec<D> a) {
-  const hn::RebindToSigned<D> di;
-  a = hn::Min(a, hn::Set(d, 6.0f));
-  // quantum 2^(max(floor(log2 a), 0) - 1): 0.5 below 2, 1 in [2, 4), 2 in [4, 6].
-  const auto exponent = hn::And(hn::BitCast(di, a), hn::Set(di, kExponentMask));
-  const auto magic = hn::Add(hn::Max(exponent, hn::Set(di, 127 << 23)), hn::Set(di, 22 << 23));
-  return RoundToQuantum<R>(d, a, hn::BitCast(d, magic));
-}
-
-// Magnitude code 0..7 of a value on the E2M1 grid.
+HWY_INLINE hn::Vec<D> E2m1Grid(D d, hn::Vec<D> a) { return RoundToGrid<kE2M1, R>(d, a); }
 template <class D>
-HWY_INLINE IntVec<D> E2m1Code(D d, hn::Vec<D> grid) {
-  const hn::RebindToSigned<D> di;
-  const auto below_one = hn::ConvertTo(di, hn::Add(grid, grid));  // 0, 0.5 -> 0, 1
-  // 1, 1.5, 2, 3, 4, 6: exponent and the one mantissa bit, 1.0 = (127 << 1) -> code 2.
-  const auto normal = hn::Sub(hn::ShiftRight<22>(hn::BitCast(di, grid)), hn::Set(di, 252));
-  return hn::IfThenElse(hn::RebindMask(di, hn::Lt(grid, hn::Set(d, 1.0f))), below_one, normal);
-}
-
-// Value of an E2M1 magnitude code 0..7 (the inverse of E2m1Code).
+HWY_INLINE IntVec<D> E2m1Code(D d, hn::Vec<D> grid) { return CodeOf<kE2M1>(d, grid); }
 template <class D>
-HWY_INLINE hn::Vec<D> E2m1Value(D d, IntVec<D> magnitude) {
-  const hn::RebindToSigned<D> di;
-  const auto small = hn::Mul(hn::ConvertTo(d, magnitude), hn::Set(d, 0.5f));
-  const auto normal = hn::BitCast(d, hn::ShiftLeft<22>(hn::Add(magnitude, hn::Set(di, 252))));
-  return hn::IfThenElse(hn::RebindMask(d, hn::Lt(magnitude, hn::Set(di, 2))), small, normal);
-}
+HWY_INLINE hn::Vec<D> E2m1Value(D d, IntVec<D> magnitude) { return ValueOf<kE2M1>(d, magnitude); }
 
-// ---- S1P2 (HiF4 elements, q/4 for q = 0..7) --------------------------------
-
-// s1p2_encode(a, R) decoded: a >= 0 (Inf allowed, not NaN) on the q/4 grid,
-// saturating at 1.75.
+// S1P2 (HiF4 elements, q/4): s1p2_encode(a, R) decoded, saturating at 1.75.
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> S1p2Grid(D d, hn::Vec<D> a) {
-  a = hn::Min(a, hn::Set(d, 1.75f));
-  return RoundToQuantum<R>(d, a, hn::Set(d, 0x1p21f));  // quantum 0.25
-}
+HWY_INLINE hn::Vec<D> S1p2Grid(D d, hn::Vec<D> a) { return RoundToGrid<kS1P2, R>(d, a); }
 
-// ---- UE4M3 (NVFP4 block scale) ---------------------------------------------
-
-// ue4m3_encode(p, rne, saturate) decoded, for p >= 0, not NaN.
+// UE4M3 (NVFP4 block scale): ue4m3_encode(p, rne, saturate) decoded, p >= 0 not NaN.
 template <class D>
-HWY_INLINE hn::Vec<D> Ue4m3RneSatGrid(D d, hn::Vec<D> p) {
-  const hn::RebindToSigned<D> di;
-  p = hn::Min(p, hn::Set(d, 448.0f));  // the satfinite maximum is on the grid
-  // quantum 2^(max(floor(log2 p), -6) - 3): subnormals below 2^-6 step by 2^-9.
-  const auto exponent = hn::And(hn::BitCast(di, p), hn::Set(di, kExponentMask));
-  const auto magic = hn::Add(hn::Max(exponent, hn::Set(di, 121 << 23)), hn::Set(di, 20 << 23));
-  return RoundToQuantum<Rounding::rne>(d, p, hn::BitCast(d, magic));
-}
-
-// UE4M3 code of a value on its grid (0..448).
+HWY_INLINE hn::Vec<D> Ue4m3RneSatGrid(D d, hn::Vec<D> p) { return RoundToGrid<kUE4M3, Rounding::rne>(d, p); }
 template <class D>
-HWY_INLINE IntVec<D> Ue4m3Code(D d, hn::Vec<D> grid) {
-  const hn::RebindToSigned<D> di;
-  const auto subnormal = hn::ConvertTo(di, hn::Mul(grid, hn::Set(d, 512.0f)));
-  // Normal: fp32 exponent field E -> E4M3 field E - 120, three mantissa bits.
-  const auto normal = hn::Sub(hn::ShiftRight<20>(hn::BitCast(di, grid)), hn::Set(di, 120 << 3));
-  return hn::IfThenElse(hn::RebindMask(di, hn::Lt(grid, hn::Set(d, 0x1p-6f))), subnormal, normal);
-}
-
-// ue4m3_decode(code & 0x7F) for codes that are not NaN (0x7F).
+HWY_INLINE IntVec<D> Ue4m3Code(D d, hn::Vec<D> grid) { return CodeOf<kUE4M3>(d, grid); }
 template <class D>
-HWY_INLINE hn::Vec<D> Ue4m3Value(D d, IntVec<D> code) {
-  const hn::RebindToSigned<D> di;
-  const auto subnormal = hn::Mul(hn::ConvertTo(d, code), hn::Set(d, 0x1p-9f));
-  const auto normal = hn::BitCast(d, hn::ShiftLeft<20>(hn::Add(code, hn::Set(di, 120 << 3))));
-  return hn::IfThenElse(hn::RebindMask(d, hn::Lt(code, hn::Set(di, 8))), subnormal, normal);
-}
-
-// ---- bf16 and E6M2 (HiF4) ---------------------------------------------------
+HWY_INLINE hn::Vec<D> Ue4m3Value(D d, IntVec<D> code) { return ValueOf<kUE4M3>(d, code); }
 
 // bf16_rne(v) for a non-NaN fp32 v: IEEE overflow to +-Inf, like the codec.
 template <class D>
-HWY_INLINE hn::Vec<D> Bf16Rne(D d, hn::Vec<D> v) {
-  const hn::RebindToSigned<D> di;
-  const auto bits = hn::BitCast(di, v);
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 1));
-  const auto rounded = hn::Add(hn::Add(bits, hn::Set(di, 0x7FFF)), lsb);
-  return hn::BitCast(d, hn::And(rounded, hn::Set(di, static_cast<int32_t>(0xFFFF0000u))));
-}
+HWY_INLINE hn::Vec<D> Bf16Rne(D d, hn::Vec<D> v) { return RoundToGrid<kBF16, Rounding::rne>(d, v); }
 
-// e6m2_encode(s, rne, saturate) decoded, for s already in [2^-48, 49152]:
-// every value there is a normal fp32 and E6M2 has no subnormals, so this is
-// RNE to two mantissa bits.
+// E6M2 (HiF4 level-1 scale). e6m2_encode(s, rne, saturate) decoded.
 template <class D>
-HWY_INLINE hn::Vec<D> E6m2RneGrid(D d, hn::Vec<D> s) {
-  const hn::RebindToSigned<D> di;
-  const auto bits = hn::BitCast(di, s);
-  const auto lsb = hn::And(hn::ShiftRight<21>(bits), hn::Set(di, 1));
-  const auto rounded = hn::Add(hn::Add(bits, hn::Set(di, 0xFFFFF)), lsb);
-  return hn::BitCast(d, hn::And(rounded, hn::Set(di, static_cast<int32_t>(0xFFE00000u))));
-}
-
-// E6M2 code of a value on its grid: fp32 exponent field E -> E - 79 (bias 48), two mantissa bits.
+HWY_INLINE hn::Vec<D> E6m2RneSatGrid(D d, hn::Vec<D> s) { return RoundToGrid<kE6M2, Rounding::rne>(d, s); }
+// RNE to E6M2's mantissa with no exponent limit (hif4.cpp kE6M2AnyExponent):
+// the value the unclamped HiF4 recipes check against the E6M2 range.
 template <class D>
-HWY_INLINE IntVec<D> E6m2Code(D /*d*/, hn::Vec<D> grid) {
-  const hn::RebindToSigned<D> di;
-  return hn::Sub(hn::ShiftRight<21>(hn::BitCast(di, grid)), hn::Set(di, 79 << 2));
-}
-
+HWY_INLINE hn::Vec<D> E6m2RneAnyExponent(D d, hn::Vec<D> s) { return RneToMantissaBits<kE6M2.man_bits>(d, s); }
+template <class D>
+HWY_INLINE IntVec<D> E6m2Code(D d, hn::Vec<D> grid) { return CodeOf<kE6M2>(d, grid); }
 // e6m2_decode(code) for a code that is not NaN (0xFF).
 template <class D>
-HWY_INLINE hn::Vec<D> E6m2Value(D d, IntVec<D> code) {
-  const hn::RebindToSigned<D> di;
-  return hn::BitCast(d, hn::ShiftLeft<21>(hn::Add(code, hn::Set(di, 79 << 2))));
-}
+HWY_INLINE hn::Vec<D> E6m2Value(D d, IntVec<D> code) { return ValueOf<kE6M2>(d, code); }
 
 // e6m2_reciprocal_bf16(code): 2^-(E-48) * {1, 205/256, 171/256, 146/256}[M].
 template <class D>

@@ -28,6 +28,10 @@
 namespace fp4emu::simd {
 namespace {
 
+// Work items are handed out dynamically, one at a time: on a shared machine a
+// thread that loses its core takes fewer items instead of holding the others
+// up (a static split waits for the slowest thread). An item is large enough
+// that taking one (an atomic increment) costs nothing measurable.
 constexpr int64_t kRunValues = 8192;   // values per work item along the axis (a multiple of every block)
 constexpr int64_t kTileColumns = 16;   // rows transposed together for a non-last axis
 constexpr int64_t kTileRunValues = 1024;
@@ -45,20 +49,33 @@ int threads_for(int64_t values, int threads) {
 std::optional<KernelFamily> fast_kernel(const Recipe& r) {
   switch (r.format) {
     case Format::hif4: {
+      // Scale range, non-finite policy and zero sign are per-block rules of
+      // every family (hif4-inl.h Hif4Rules); the arithmetic picks the family.
       const Hif4Params& p = r.hif4;
-      if (p.arithmetic == Hif4Arithmetic::fp32 && p.scale_range == Hif4ScaleRange::clamp && !p.bf16_element_ratio &&
-          p.non_finite == NonFinitePolicy::torch && p.zero_sign == ZeroSign::sign_bit)
-        return KernelFamily::hif4_v14;
-      if (p.arithmetic == Hif4Arithmetic::bf16 && p.scale_range == Hif4ScaleRange::saturate_e6m2 &&
-          !p.bf16_element_ratio && p.non_finite == NonFinitePolicy::poison && p.zero_sign == ZeroSign::less_than_zero)
-        return KernelFamily::hif4_a6;
+      switch (p.arithmetic) {
+        case Hif4Arithmetic::fp32: return p.bf16_element_ratio ? KernelFamily::hif4_amct : KernelFamily::hif4_v14;
+        case Hif4Arithmetic::exact:
+          if (!p.bf16_element_ratio) return KernelFamily::hif4_f64;
+          return std::nullopt;
+        case Hif4Arithmetic::pow2_v12:
+          if (!p.bf16_element_ratio && p.scale_range == Hif4ScaleRange::clamp) return KernelFamily::hif4_v14;
+          return std::nullopt;
+        case Hif4Arithmetic::bf16:  // a6_steps: its own saturating range and product sign
+          if ((p.scale_range == Hif4ScaleRange::saturate_e6m2 || p.scale_range == Hif4ScaleRange::clamp) &&
+              !p.bf16_element_ratio && p.zero_sign == ZeroSign::less_than_zero)
+            return KernelFamily::hif4_a6;
+          return std::nullopt;
+      }
       return std::nullopt;
     }
     case Format::mxfp4: {
       const MxParams& p = r.mx;
       if (p.element_select == MxElementSelect::convert && p.scale_range == MxScaleRange::clamp &&
-          p.nan_propagating_amax && p.scale_rule != MxScaleRule::log2f_floor)
+          p.nan_propagating_amax)
         return KernelFamily::mxfp4;
+      if (p.element_select == MxElementSelect::ggml_argmin && p.scale_range == MxScaleRange::x86_uint8_wrap &&
+          !p.nan_propagating_amax && p.scale_rule == MxScaleRule::log2f_floor && p.inf_amax == MxInfAmax::scale_rule)
+        return KernelFamily::mxfp4_ggml;
       return std::nullopt;
     }
     case Format::nvfp4: {
@@ -74,9 +91,13 @@ std::optional<KernelFamily> fast_kernel(const Recipe& r) {
 bool kernel_rounds(KernelFamily f, Rounding r) {
   switch (f) {
     case KernelFamily::hif4_a6: return r == Rounding::rne || r == Rounding::rha;
-    case KernelFamily::nvfp4_te: return r == Rounding::rne || r == Rounding::rtz;
     case KernelFamily::hif4_v14:
-    case KernelFamily::mxfp4: return r != Rounding::rtp;
+    case KernelFamily::hif4_amct:
+    case KernelFamily::hif4_f64:
+    case KernelFamily::mxfp4:
+      return r == Rounding::rne || r == Rounding::rha || r == Rounding::rtz || r == Rounding::ties_to_zero;
+    case KernelFamily::mxfp4_ggml: return r == Rounding::ties_to_zero;  // its argmin has no other
+    case KernelFamily::nvfp4_te: return r == Rounding::rne || r == Rounding::rtz;
   }
   return false;
 }
@@ -110,7 +131,7 @@ void for_each_contiguous_run(const AxisView& v, int block, int threads, Fn&& fn)
   const int64_t runs_per_row = (len + kRunValues - 1) / kRunValues;
   const int64_t items = rows * runs_per_row;
   threads = threads_for(v.rows() * v.axis_len, threads);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t row = item / runs_per_row;
     const int64_t k0 = (item % runs_per_row) * kRunValues;
@@ -129,7 +150,7 @@ void for_each_tile(const AxisView& v, int threads, Fn&& fn) {
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     std::vector<float> buffer(kTileColumns * kTileRunValues);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t o = item / (tiles * runs);
       const int64_t i0 = (item / runs) % tiles * kTileColumns;
@@ -217,7 +238,7 @@ float global_abs_max(const detail::StridedIn& x, int threads) {
     const int64_t chunks = (n + kAmaxChunk - 1) / kAmaxChunk;
     std::vector<float> partial(chunks, 0.0f);
     threads = threads_for(n, threads);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int64_t c = 0; c < chunks; ++c)
       partial[c] = abs_max_dropping_nan(dense + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
     float best = 0.0f;
@@ -277,13 +298,8 @@ std::string fast_dequantize_gap(const PackedHeader& p) {
   const Recipe* r = find_recipe(p.recipe_id);
   if (!r) return fmt::format("unknown recipe '{}'", p.recipe_id);
   switch (r->format) {
-    case Format::hif4:
-      if (r->hif4.arithmetic == Hif4Arithmetic::pow2_v12)
-        return fmt::format("recipe {} (power-of-two scale byte) has no fast decoder", r->id);
-      return {};
-    case Format::mxfp4:
-      if (r->mx.element_select != MxElementSelect::convert)
-        return fmt::format("recipe {} (ggml's own decoder) has no fast decoder", r->id);
+    case Format::hif4:   // E6M2 and V12's power-of-two scale byte
+    case Format::mxfp4:  // E8M0, and ggml's own decoder
       return {};
     case Format::nvfp4:
       if (r->nv.rule == NvScaleRule::ggml || r->nv.rule == NvScaleRule::modelopt_fq)

@@ -40,7 +40,28 @@ HWY_INLINE void WithRounding(Rounding r, F&& f) {
     case Rounding::rha: return f(std::integral_constant<Rounding, Rounding::rha>());
     case Rounding::rtz: return f(std::integral_constant<Rounding, Rounding::rtz>());
     case Rounding::ties_to_zero: return f(std::integral_constant<Rounding, Rounding::ties_to_zero>());
-    case Rounding::rtp: break;
+    default: break;  // rtp and stochastic reach no kernel (driver.cpp kernel_rounds)
+  }
+}
+
+// The HiF4 recipe's per-block rules (hif4-inl.h) from its parameters.
+Hif4Rules Hif4RulesOf(const Recipe& r) {
+  Hif4Rules rules;
+  rules.range = r.hif4.scale_range;
+  rules.non_finite = r.hif4.non_finite;
+  rules.sign_less_than_zero = r.hif4.zero_sign == ZeroSign::less_than_zero;
+  rules.pow2_scale = r.hif4.arithmetic == Hif4Arithmetic::pow2_v12;
+  return rules;
+}
+
+// Calls f(std::integral_constant<Hif4Elements, K>) for a HiF4 family.
+template <class F>
+HWY_INLINE void WithHif4Elements(KernelFamily family, F&& f) {
+  switch (family) {
+    case KernelFamily::hif4_amct: return f(std::integral_constant<Hif4Elements, Hif4Elements::bf16_ratio>());
+    case KernelFamily::hif4_f64: return f(std::integral_constant<Hif4Elements, Hif4Elements::exact>());
+    case KernelFamily::hif4_a6: return f(std::integral_constant<Hif4Elements, Hif4Elements::a6>());
+    default: return f(std::integral_constant<Hif4Elements, Hif4Elements::fp32>());
   }
 }
 
@@ -138,10 +159,19 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
     constexpr Rounding R = decltype(rounding)::value;
     switch (k.family) {
       case KernelFamily::hif4_v14:
-        FakeQuantRun<kHif4Block>(x, y, n, [](const float* in, float* out) { Hif4FakeQuantBlock<false, R>(in, out); });
+      case KernelFamily::hif4_amct:
+      case KernelFamily::hif4_f64:
+      case KernelFamily::hif4_a6: {
+        const Hif4Rules rules = Hif4RulesOf(*k.recipe);
+        WithHif4Elements(k.family, [&](auto elements) {
+          constexpr Hif4Elements K = decltype(elements)::value;
+          FakeQuantRun<kHif4Block>(x, y, n,
+                                   [&rules](const float* in, float* out) { Hif4FakeQuantBlock<K, R>(rules, in, out); });
+        });
         break;
-      case KernelFamily::hif4_a6:
-        FakeQuantRun<kHif4Block>(x, y, n, [](const float* in, float* out) { Hif4FakeQuantBlock<true, R>(in, out); });
+      }
+      case KernelFamily::mxfp4_ggml:
+        FakeQuantRun<kMxBlock>(x, y, n, [](const float* in, float* out) { MxGgmlFakeQuantBlock(in, out); });
         break;
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
@@ -165,16 +195,28 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
     constexpr Rounding R = decltype(rounding)::value;
     switch (k.family) {
       case KernelFamily::hif4_v14:
+      case KernelFamily::hif4_amct:
+      case KernelFamily::hif4_f64:
       case KernelFamily::hif4_a6: {
-        const bool a6 = k.family == KernelFamily::hif4_a6;
+        const Hif4Rules rules = Hif4RulesOf(*k.recipe);
         const ScaleBitOrder order = k.scale_bit_order;
-        QuantizeRun<kHif4Block, kHif4Block>(
-            k.nibble_order, 4, x, n, codes, scales, [a6, order](const float* in, uint8_t* c, uint32_t* scale) {
-              const uint32_t word = a6 ? Hif4QuantizeBlock<true, R>(in, c) : Hif4QuantizeBlock<false, R>(in, c);
-              scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
-            });
+        WithHif4Elements(k.family, [&](auto elements) {
+          constexpr Hif4Elements K = decltype(elements)::value;
+          QuantizeRun<kHif4Block, kHif4Block>(
+              k.nibble_order, 4, x, n, codes, scales, [&rules, order](const float* in, uint8_t* c, uint32_t* scale) {
+                const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, c);
+                scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
+              });
+        });
         break;
       }
+      case KernelFamily::mxfp4_ggml:
+        QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
+                                            [](const float* in, uint8_t* c, uint32_t* scale) {
+                                              scale[0] = MxGgmlQuantize(in, c);
+                                              scale[1] = MxGgmlQuantize(in + kMxBlock, c + kMxBlock);
+                                            });
+        break;
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
         QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
@@ -200,21 +242,28 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
   switch (k.recipe->format) {
     case Format::hif4: {
       const ScaleBitOrder order = k.scale_bit_order;
+      const bool pow2_scale = k.recipe->hif4.arithmetic == Hif4Arithmetic::pow2_v12;
       DequantizeRun<kHif4Block, kHif4Block>(k.nibble_order, 4, codes, scales, n, y,
-                                [order](const uint8_t* c, const uint8_t* s, float* out) {
+                                [order, pow2_scale](const uint8_t* c, const uint8_t* s, float* out) {
                                   uint32_t stored = 0;
                                   for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
                                   const uint32_t word = order == ScaleBitOrder::lsb_first
                                                             ? stored
                                                             : reference::hif4_word_from_stored(stored, order);
-                                  Hif4DecodeBlock(word, c, out);
+                                  Hif4DecodeBlock(pow2_scale, word, c, out);
                                 });
       break;
     }
     case Format::mxfp4:
+      if (k.recipe->mx.element_select == MxElementSelect::ggml_argmin) {
+        DequantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
+                                [](const uint8_t* c, const uint8_t* s, float* out) { MxGgmlDecodeBlock(s[0], c, out); });
+        break;
+      }
       DequantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
                               [](const uint8_t* c, const uint8_t* s, float* out) { MxDecodeBlock(s[0], c, out); });
       break;
+
     case Format::nvfp4: {
       const float s_dec = k.nv_decode;
       const float* factor = k.nv_factor;
@@ -246,6 +295,34 @@ float AbsMaxDroppingNan(const float* HWY_RESTRICT x, int64_t n) {
   return std::bit_cast<float>(best);
 }
 
+void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n) {
+  const hn::CappedTag<float, 16> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  auto each = [&](auto fn) {
+    for (int64_t i = 0; i < n; i += static_cast<int64_t>(hn::Lanes(d))) hn::StoreU(fn(hn::LoadU(d, in + i)), d, out + i);
+  };
+  auto grid = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return fn(v); }); };
+  auto code = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return hn::ConvertTo(d, fn(v)); }); };
+  auto value = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return fn(hn::ConvertTo(di, v)); }); };
+  switch (op) {
+    case CodecOp::e2m1_grid:
+      return WithRounding(rounding, [&](auto r) { grid([&](auto v) { return RoundToGrid<kE2M1, decltype(r)::value>(d, v); }); });
+    case CodecOp::s1p2_grid:
+      return WithRounding(rounding, [&](auto r) { grid([&](auto v) { return RoundToGrid<kS1P2, decltype(r)::value>(d, v); }); });
+    case CodecOp::ue4m3_grid: return grid([&](auto v) { return RoundToGrid<kUE4M3, Rounding::rne>(d, v); });
+    case CodecOp::e6m2_grid: return grid([&](auto v) { return RoundToGrid<kE6M2, Rounding::rne>(d, v); });
+    case CodecOp::bf16_grid: return grid([&](auto v) { return RoundToGrid<kBF16, Rounding::rne>(d, v); });
+    case CodecOp::e2m1_code: return code([&](auto v) { return CodeOf<kE2M1>(d, v); });
+    case CodecOp::s1p2_code: return code([&](auto v) { return CodeOf<kS1P2>(d, v); });
+    case CodecOp::ue4m3_code: return code([&](auto v) { return CodeOf<kUE4M3>(d, v); });
+    case CodecOp::e6m2_code: return code([&](auto v) { return CodeOf<kE6M2>(d, v); });
+    case CodecOp::e2m1_value: return value([&](auto c) { return ValueOf<kE2M1>(d, c); });
+    case CodecOp::s1p2_value: return value([&](auto c) { return ValueOf<kS1P2>(d, c); });
+    case CodecOp::ue4m3_value: return value([&](auto c) { return ValueOf<kUE4M3>(d, c); });
+    case CodecOp::e6m2_value: return value([&](auto c) { return ValueOf<kE6M2>(d, c); });
+  }
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace fp4emu::simd::HWY_NAMESPACE
@@ -259,6 +336,7 @@ HWY_EXPORT(QuantizeValues);
 HWY_EXPORT(DequantizeValues);
 HWY_EXPORT(AbsMaxDroppingNan);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(CodecOpValues);
 
 void fake_quant_values(const KernelArgs& k, const float* x, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(FakeQuantValues)(k, x, y, n);
@@ -270,6 +348,9 @@ void dequantize_values(const KernelArgs& k, const uint8_t* codes, const uint8_t*
   HWY_DYNAMIC_DISPATCH(DequantizeValues)(k, codes, scales, n, y);
 }
 float abs_max_dropping_nan(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxDroppingNan)(x, n); }
+void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(CodecOpValues)(op, rounding, in, out, n);
+}
 
 std::vector<int64_t> compiled_targets() { return hwy::SupportedAndGeneratedTargets(); }
 std::string target_name(int64_t target) { return hwy::TargetName(target); }

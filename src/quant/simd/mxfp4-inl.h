@@ -1,7 +1,9 @@
-// Per-target MXFP4 block kernels for the recipes whose elements are an E2M1
-// conversion (mxfp4.ocp, mxfp4.rceil, mxfp4.ceil, mxfp4.even): the same steps
-// as src/quant/reference/mxfp4.cpp, one block of 32 at a time, lanes across
-// the block. The scale steps run on the block amax broadcast to all lanes.
+// Per-target MXFP4 block kernels: the same steps as
+// src/quant/reference/mxfp4.cpp, one block of 32 at a time, lanes across the
+// block. The scale steps run on the block amax broadcast to all lanes. Two
+// families: the recipes whose elements are an E2M1 conversion (ocp, rceil,
+// ceil, even, microxcaling; the scale rule and zero sign are parameters) and
+// ggml's argmin (mxfp4.ggml).
 #if defined(FP4EMU_SRC_QUANT_SIMD_MXFP4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_MXFP4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_MXFP4_INL_H_
@@ -9,6 +11,9 @@
 #define FP4EMU_SRC_QUANT_SIMD_MXFP4_INL_H_
 #endif
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -25,12 +30,44 @@ constexpr uint8_t kMxNanScale = 0xFF;
 using MxTag = hn::CappedTag<float, kMxBlock>;
 
 // mxfp4.md §4: amax = max |V_i| as torch.amax reduces it. Integer max of the
-// magnitude bits: a NaN lane wins (its bits are above +Inf), as in the reference.
+// magnitude bits: a NaN lane wins (its bits are above +Inf), as in the
+// reference. ggml's `if (amax < fabsf(v))` loop (kNanPropagating false)
+// never takes a NaN: NaN lanes count as 0.
+template <bool kNanPropagating = true>
 HWY_INLINE IntVec<MxTag> MxAmaxBits(MxTag d, const float* HWY_RESTRICT x) {
   const hn::RebindToSigned<MxTag> di;
   auto acc = hn::Zero(di);
-  for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) acc = hn::Max(acc, AbsBits(d, hn::LoadU(d, x + i)));
+  for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
+    auto bits = AbsBits(d, hn::LoadU(d, x + i));
+    if constexpr (!kNanPropagating) bits = hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits);
+    acc = hn::Max(acc, bits);
+  }
   return hn::MaxOfLanes(di, acc);
+}
+
+// mxfp4.cpp log2f_floor: floor(RN_binary32(log2(a))) for the bits of a
+// positive finite fp32 a, from the exponent and the distance J of the
+// significand below the next power of two (the derivation and the Jmax table
+// are in mxfp4.cpp). Once per block, on a scalar.
+inline int MxLog2fFloor(uint32_t bits) {
+  constexpr std::array<uint32_t, 9> kJmax = {0, 0, 1, 2, 5, 11, 22, 44, 88};  // k = -1..7
+  const uint32_t exp_field = (bits >> 23) & 0xFFu;
+  const uint32_t fraction = bits & 0x7FFFFFu;
+  int e;
+  uint32_t significand;
+  if (exp_field == 0) {
+    const int top = 31 - std::countl_zero(fraction);
+    significand = fraction << (23 - top);
+    e = -149 + top;
+  } else {
+    significand = fraction | (1u << 23);
+    e = static_cast<int>(exp_field) - 127;
+  }
+  const int n = e + 1;
+  if (n == 0) return (1u << 24) - significand == 0 ? n : e;  // Jmax 0 for delta = 2^-150
+  const uint32_t magnitude = n >= 1 ? static_cast<uint32_t>(n - 1) : static_cast<uint32_t>(-n);
+  const int k = static_cast<int>(std::bit_width(magnitude)) - 1;
+  return (1u << 24) - significand <= kJmax[static_cast<size_t>(k + 1)] ? n : e;
 }
 
 // mxfp4.cpp mxfp4_quantize_block: NaN amax, Inf amax where the recipe poisons
@@ -70,7 +107,11 @@ HWY_INLINE IntVec<MxTag> MxScaleCode(MxTag d, MxScaleRule rule, IntVec<MxTag> am
       const auto up = hn::Min(hn::ShiftRight<23>(hn::Add(bits, hn::Set(di, 0x7FFFFF))), hn::Set(di, 254));
       return hn::IfThenElseZero(hn::Gt(bits, hn::Set(di, 0x00400000)), up);
     }
-    case MxScaleRule::log2f_floor: break;  // no fast path (see driver.cpp)
+    case MxScaleRule::log2f_floor: {  // §4.2 (microxcaling): floor(log2f(amax or 2^-126 for 0)) - 2, clamped
+      const uint32_t bits = static_cast<uint32_t>(hn::GetLane(amax_bits));
+      const int s = MxLog2fFloor(bits == 0 ? 0x00800000u : bits) - 2;
+      return hn::Set(di, std::max(s, -127) + 127);  // s <= 126 for a finite amax
+    }
   }
   return zero;
 }
@@ -92,6 +133,14 @@ HWY_INLINE MxBlock MxBlockScale(MxTag d, MxScaleRule rule, IntVec<MxTag> amax_bi
   return b;
 }
 
+// y = V * 2^(127-c), whose sign is the code's (an underflow to -0 keeps it);
+// microxcaling's torch.sign makes a zero quotient +0 (mxfp4.cpp element_convert).
+HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxParams& p, const MxBlock& b, hn::Vec<MxTag> v) {
+  const auto y = hn::Mul(v, b.to_unit);
+  if (p.zero_sign == MxZeroSign::torch_sign) return hn::IfThenZeroElse(hn::Eq(y, hn::Zero(d)), y);
+  return y;
+}
+
 template <Rounding R>
 HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
   const MxTag d;
@@ -104,10 +153,10 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
   }
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
   for (int i = 0; i < kMxBlock; i += n) {
-    const auto v = hn::LoadU(d, x + i);
-    const auto grid = E2m1Grid<R>(d, hn::Abs(hn::Mul(v, b.to_unit)));
+    const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
+    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled));
     // Decode: fp32(±e2m1 * 2^(c-127)), one rounding (overflow to Inf only).
-    hn::StoreU(hn::Mul(hn::CopySignToAbs(grid, v), b.unit), d, y + i);
+    hn::StoreU(hn::Mul(hn::CopySignToAbs(grid, scaled), b.unit), d, y + i);
   }
 }
 
@@ -119,9 +168,9 @@ HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_
   const hn::RebindToSigned<MxTag> di;
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
   for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
-    const auto v = hn::LoadU(d, x + i);
-    const auto grid = E2m1Grid<R>(d, hn::Abs(hn::Mul(v, b.to_unit)));
-    const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, v)), hn::Set(di, 8));
+    const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
+    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled));
+    const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, scaled)), hn::Set(di, 8));
     StoreCodeBytes(d, hn::Or(E2m1Code(d, grid), sign), codes + i);
   }
   return static_cast<uint8_t>(hn::GetLane(b.code));
@@ -144,6 +193,80 @@ HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT 
   }
   MxQuantizeNumericBlock<R>(p, MxAmaxBits(d, cleaned), cleaned, codes);
   return kMxNanScale;
+}
+
+// ---- mxfp4.ggml -----------------------------------------------------------------
+
+// mxfp4.cpp scale_log2f_floor with MxScaleRange::x86_uint8_wrap: amax > 0 ?
+// (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0, the cast as x86-64 does it
+// (+Inf -> INT32_MIN -> 0x00; the finite values -24..252 keep their low byte).
+HWY_INLINE uint8_t MxGgmlScaleCode(uint32_t amax_bits) {
+  if (amax_bits == 0 || amax_bits >= static_cast<uint32_t>(kInfBits)) return 0x00;
+  return static_cast<uint8_t>(static_cast<uint32_t>(MxLog2fFloor(amax_bits) - 2 + 127) & 0xFFu);
+}
+
+// The magnitude codes' values kvalues_mxfp4 / 2 (ggml-common.h), code order 0..7.
+constexpr std::array<float, 8> kMxGgmlValues = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f};
+
+// mxfp4.cpp element_ggml_argmin: argmin_i fabsf(fp32(kv_i * d - x)), strict
+// `<` in code order. A candidate of the other sign than x is never strictly
+// better than code 0 (its error is at least |x|, code 0's), and fp32
+// subtraction is symmetric in sign, so the argmin runs over the 8 magnitudes
+// with |x| and the sign is added to a nonzero index. NaN and Inf give 0.
+HWY_INLINE void MxGgmlQuantizeBlock(uint8_t c, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
+  const MxTag d;
+  const hn::RebindToSigned<MxTag> di;
+  // GGML_E8M0_TO_FP32_HALF: 2^(c-128), the fp32 subnormals 2^-128 and 2^-127 for c = 0, 1.
+  const uint32_t unit_bits = c >= 2 ? static_cast<uint32_t>(c - 1) << 23 : 0x00400000u >> (1 - c);
+  const float unit = std::bit_cast<float>(unit_bits);
+  alignas(64) float candidates[8];
+  for (int i = 0; i < 8; ++i) candidates[i] = kMxGgmlValues[i] * unit;  // exact or +Inf, as fp32_mul
+  for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto a = hn::Abs(v);
+    auto best_err = a;  // code 0: |0 - x|
+    auto best = hn::Zero(di);
+    for (int k = 1; k < 8; ++k) {
+      const auto err = hn::Abs(hn::Sub(hn::Set(d, candidates[k]), a));
+      const auto better = hn::Lt(err, best_err);
+      best_err = hn::IfThenElse(better, err, best_err);
+      best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
+    }
+    const auto negative = hn::And(hn::RebindMask(di, hn::Lt(v, hn::Zero(d))), hn::Ne(best, hn::Zero(di)));
+    StoreCodeBytes(d, hn::IfThenElse(negative, hn::Or(best, hn::Set(di, 8)), best), codes + i);
+  }
+}
+
+HWY_INLINE uint8_t MxGgmlQuantize(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
+  const MxTag d;
+  const uint8_t c = MxGgmlScaleCode(static_cast<uint32_t>(hn::GetLane(MxAmaxBits<false>(d, x))));
+  MxGgmlQuantizeBlock(c, x, codes);
+  return c;
+}
+
+// mxfp4_decode_block for mxfp4.ggml, ggml's own decoder: code & 7 == 0 is +0,
+// else fp32(±e2m1 * 2^(c-127)) with 0xFF an ordinary exponent (2^128: the
+// product is formed as (e2m1 * 2^127) * 2, which overflows exactly where the
+// exact value does).
+HWY_INLINE void MxGgmlDecodeBlock(uint8_t scale, const uint8_t* HWY_RESTRICT codes, float* HWY_RESTRICT y) {
+  const MxTag d;
+  const hn::RebindToSigned<MxTag> di;
+  const auto unit = Pow2FromBiased(d, hn::Set(di, std::min<int>(scale, 254)));
+  const auto high = hn::Set(d, scale == 255 ? 2.0f : 1.0f);
+  for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
+    const auto c = LoadCodeBytes(d, codes + i);
+    const auto m = hn::And(c, hn::Set(di, 7));
+    const auto magnitude = E2m1Value(d, m);
+    const auto sign = hn::BitCast(d, hn::ShiftLeft<28>(hn::IfThenZeroElse(hn::Eq(m, hn::Zero(di)),
+                                                                          hn::And(c, hn::Set(di, 8)))));
+    hn::StoreU(hn::Mul(hn::Mul(hn::Or(magnitude, sign), unit), high), d, y + i);
+  }
+}
+
+HWY_INLINE void MxGgmlFakeQuantBlock(const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+  alignas(64) uint8_t codes[kMxBlock];
+  const uint8_t c = MxGgmlQuantize(x, codes);
+  MxGgmlDecodeBlock(c, codes, y);
 }
 
 // mxfp4_decode_block for the convert recipes: 0xFF -> NaN block, else
