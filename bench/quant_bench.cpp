@@ -3,22 +3,32 @@
 // y[i] = x[i] * c over the same 16M-element fp32 buffers (read 4 bytes, write
 // 4 bytes per element, as fake-quant does).
 //
-// For each format's default recipe (and the hardware recipes hif4.a6,
-// mxfp4.rceil): fake-quant of fp32 and bf16 tensors (a bf16 tensor is held as
-// fp32 values exact in bf16, with the bf16 input dtype), quantize to the
-// packed form, and dequantize, each by the reference, the fast path on one
-// thread and the fast path on every thread (OpenMP's default:
-// OMP_NUM_THREADS, else every core). Outputs are preallocated and reused,
-// as the streaming loop's are.
+// For every recipe of the registry: fake-quant (fp32 input; bf16 for the
+// bf16-only recipes, and for each format's default recipe as well: a bf16
+// tensor is held as fp32 values exact in bf16, with the bf16 input dtype),
+// quantize to the packed form, and dequantize, each by the reference, the
+// fast path on one thread, on two threads and on every thread (OpenMP's
+// default: OMP_NUM_THREADS, else every core). Outputs are preallocated and
+// reused, as the streaming loop's are.
 //
 // tools/bench_table.py turns `--benchmark_format=json` output into the ratio
 // table of the README (fast/reference, fast/bandwidth).
 //
 // Names: <op>/<recipe>/<dtype>/<impl>, op in stream, fake_quant, quantize,
-// dequantize; impl in reference, fast_1t, fast_all. FP4EMU_BENCH_TARGET names
-// the Highway target to run the fast path on (default: the best one).
+// dequantize; impl in reference, fast_1t, fast_2t, fast_all. FP4EMU_BENCH_TARGET
+// names the Highway target to run the fast path on (default: the best one).
+//
+// Instruction counts (timings on a shared machine drift; instruction counts
+// do not): `quant_bench --count <op>/<recipe>/<dtype>/<impl> [--elements N]`
+// runs that operation once to allocate, then once more between callgrind's
+// start and stop requests, on the first N (default 2^20) values of the same
+// input. `valgrind --tool=callgrind --collect-atstart=no quant_bench --count ...`
+// counts the instructions of the second call (tools/bench_table.py --count
+// does this for every benchmark). Valgrind has no AVX-512: the fast path runs
+// its AVX2 (or lower) target there.
 #include <benchmark/benchmark.h>
 #include <omp.h>
+#include <valgrind/callgrind.h>
 
 #include <cmath>
 #include <cstdio>
@@ -30,8 +40,8 @@
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/quant/quantize.hpp"
-#include "src/quant/simd.hpp"
 #include "fp4emu/threads.hpp"
+#include "src/quant/simd.hpp"
 
 namespace {
 
@@ -78,7 +88,8 @@ struct Impl_ {
   Impl impl;
   int threads;
 };
-const Impl_ kImpls[] = {{"reference", Impl::reference, 1}, {"fast_1t", Impl::fast, 1}, {"fast_all", Impl::fast, 0}};
+const Impl_ kImpls[] = {
+    {"reference", Impl::reference, 1}, {"fast_1t", Impl::fast, 1}, {"fast_2t", Impl::fast, 2}, {"fast_all", Impl::fast, 0}};
 
 int all_threads() { return fp4emu::thread_count(0); }
 
@@ -122,9 +133,9 @@ void fake_quant_bench(benchmark::State& state, std::string recipe, bool bf16, Im
   set_counters(state, impl.threads ? impl.threads : all_threads());
 }
 
-void quantize_bench(benchmark::State& state, std::string recipe, Impl_ impl) {
-  const Tensor& x = input(false);
-  const QuantOptions o = options_for(recipe, false, impl);
+void quantize_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl) {
+  const Tensor& x = input(bf16);
+  const QuantOptions o = options_for(recipe, bf16, impl);
   PackedTensor p;
   quantize(x, o, p);
   for (auto _ : state) {
@@ -134,10 +145,10 @@ void quantize_bench(benchmark::State& state, std::string recipe, Impl_ impl) {
   set_counters(state, impl.threads ? impl.threads : all_threads());
 }
 
-void dequantize_bench(benchmark::State& state, std::string recipe, Impl_ impl) {
-  QuantOptions o = options_for(recipe, false, impl);
+void dequantize_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl) {
+  QuantOptions o = options_for(recipe, bf16, impl);
   o.impl = Impl::automatic;
-  const PackedTensor p = quantize(input(false), o);
+  const PackedTensor p = quantize(input(bf16), o);
   const DequantOptions d{impl.impl, impl.threads};
   Tensor y;
   dequantize(p, d, y);
@@ -148,33 +159,81 @@ void dequantize_bench(benchmark::State& state, std::string recipe, Impl_ impl) {
   set_counters(state, impl.threads ? impl.threads : all_threads());
 }
 
+// One benchmark: op, recipe, input dtype (bf16 or f32), implementation.
+struct Case {
+  std::string op, recipe;
+  bool bf16;
+  Impl_ impl;
+  std::string name() const { return op + "/" + recipe + "/" + (bf16 ? "bf16/" : "f32/") + impl.name; }
+};
+
+// Every recipe, every operation, every implementation (see the file comment).
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const Recipe& r : all_recipes()) {
+    const std::string id(r.id);
+    std::vector<bool> dtypes = {r.bf16_input_only};
+    if (r.is_default) dtypes.push_back(true);
+    for (bool bf16 : dtypes)
+      for (const Impl_& impl : kImpls) cases.push_back({"fake_quant", id, bf16, impl});
+    if (r.fake_quant_only) continue;
+    for (const char* op : {"quantize", "dequantize"})
+      for (const Impl_& impl : kImpls) cases.push_back({op, id, r.bf16_input_only, impl});
+  }
+  return cases;
+}
+
+void run_case(benchmark::State& state, const Case& c) {
+  if (c.op == "fake_quant") return fake_quant_bench(state, c.recipe, c.bf16, c.impl);
+  if (c.op == "quantize") return quantize_bench(state, c.recipe, c.bf16, c.impl);
+  return dequantize_bench(state, c.recipe, c.bf16, c.impl);
+}
+
 void register_all() {
   auto reg = [](const std::string& name, auto fn) {
     benchmark::RegisterBenchmark(name.c_str(), fn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
   };
   reg("stream/-/f32/1t", [](benchmark::State& s) { stream(s, 1); });
+  reg("stream/-/f32/2t", [](benchmark::State& s) { stream(s, 2); });
   reg("stream/-/f32/all", [](benchmark::State& s) { stream(s, all_threads()); });
-  // Default recipes, then the hardware recipes that are not defaults.
-  const std::vector<std::pair<std::string, bool>> recipes = {
-      {"hif4.v14", false}, {"mxfp4.ocp", false}, {"nvfp4.te", false}, {"hif4.a6", true}, {"mxfp4.rceil", false}};
-  for (const auto& [recipe, bf16_only] : recipes) {
-    for (bool bf16 : {false, true}) {
-      if (bf16_only && !bf16) continue;
-      for (const Impl_& impl : kImpls)
-        reg("fake_quant/" + recipe + "/" + (bf16 ? "bf16/" : "f32/") + impl.name,
-            [=](benchmark::State& s) { fake_quant_bench(s, recipe, bf16, impl); });
-    }
+  for (const Case& c : all_cases()) reg(c.name(), [c](benchmark::State& s) { run_case(s, c); });
+}
+
+// --count: the instructions of one call, on the first `elements` values.
+int count_one(const std::string& name, int64_t elements) {
+  const Case* found = nullptr;
+  const std::vector<Case> cases = all_cases();
+  for (const Case& c : cases)
+    if (c.name() == name) found = &c;
+  if (!found || elements <= 0 || elements > kElements || elements % 4096 != 0) {
+    std::fprintf(stderr, "--count: unknown benchmark '%s' or --elements not a multiple of 4096 up to %lld\n",
+                 name.c_str(), static_cast<long long>(kElements));
+    return 2;
   }
-  for (const char* recipe : {"hif4.v14", "mxfp4.ocp", "nvfp4.te"}) {
-    for (const Impl_& impl : kImpls) {
-      const std::string r = recipe;
-      reg("quantize/" + r + "/f32/" + impl.name, [=](benchmark::State& s) { quantize_bench(s, r, impl); });
-    }
-    for (const Impl_& impl : kImpls) {
-      const std::string r = recipe;
-      reg("dequantize/" + r + "/f32/" + impl.name, [=](benchmark::State& s) { dequantize_bench(s, r, impl); });
-    }
-  }
+  const Case& c = *found;
+  Tensor x = input(c.bf16);
+  x.data.resize(elements);
+  x.shape = {elements / 4096, 4096};
+  QuantOptions o = options_for(c.recipe, c.bf16, c.impl);
+  auto run = [&](Tensor& y, PackedTensor& p, const PackedTensor& packed) {
+    if (c.op == "fake_quant") fake_quant(x, o, y);
+    if (c.op == "quantize") quantize(x, o, p);
+    if (c.op == "dequantize") dequantize(packed, DequantOptions{c.impl.impl, c.impl.threads}, y);
+  };
+  QuantOptions auto_o = o;
+  auto_o.impl = Impl::automatic;
+  const PackedTensor packed = c.op == "dequantize" ? quantize(x, auto_o) : PackedTensor{};
+  Tensor y;
+  PackedTensor p;
+  run(y, p, packed);  // allocates the outputs and resolves the dispatch
+  CALLGRIND_START_INSTRUMENTATION;
+  CALLGRIND_TOGGLE_COLLECT;
+  run(y, p, packed);
+  CALLGRIND_TOGGLE_COLLECT;
+  CALLGRIND_STOP_INSTRUMENTATION;
+  std::printf("%s elements=%lld target=%s\n", name.c_str(), static_cast<long long>(elements),
+              fp4emu::simd::dispatched_target().c_str());
+  return 0;
 }
 
 }  // namespace
@@ -192,6 +251,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "FP4EMU_BENCH_TARGET=%s is not a compiled target this CPU supports\n", want);
       return 2;
     }
+  }
+  if (argc >= 3 && std::string(argv[1]) == "--count") {
+    int64_t elements = int64_t{1} << 20;
+    if (argc == 5 && std::string(argv[3]) == "--elements") elements = std::atoll(argv[4]);
+    return count_one(argv[2], elements);
   }
   register_all();
   benchmark::Initialize(&argc, argv);

@@ -1,25 +1,42 @@
 #!/usr/bin/python3
-"""Ratio table of bench/quant_bench results.
+"""Ratio table of bench/quant_bench results, and instruction counts.
 
 Usage:
-  build/bench/quant_bench --benchmark_format=json --benchmark_repetitions=5 \
+  build/bench/quant_bench --benchmark_format=json --benchmark_repetitions=3 \\
       --benchmark_enable_random_interleaving=true > bench.json
-  tools/bench_table.py bench.json            (or: ... | tools/bench_table.py -)
+  FP4EMU_BENCH_TARGET=AVX2 build/bench/quant_bench --benchmark_format=json \\
+      --benchmark_filter='stream|fast_all' > bench_avx2.json
+  tools/bench_table.py --count build/bench/quant_bench > counts.json
+  tools/bench_table.py bench.json [--avx2 bench_avx2.json] [--counts counts.json]
 
 Reads Google Benchmark JSON (benchmark names op/recipe/dtype/impl, see
 bench/quant_bench.cpp) and prints a Markdown table: throughput of the
 reference, the fast path on one thread and on every thread, in millions of
 elements per second, and the ratios fast/reference (one thread each: the
-speed-up per core) and fast/stream (the same thread count: the share of the
-memory bandwidth of a plain y[i] = x[i] * c loop measured in the same run).
+speed-up per core), fast/stream (the same thread count: the share of the
+memory bandwidth of a plain y[i] = x[i] * c loop measured in the same run),
+fast 2 threads / fast 1 thread (scaling), the all-thread stream ratio of a
+second run with the fast path forced to AVX2 (--avx2), and instructions per
+element of the fast path on one thread and of the reference (--counts).
+
+--count runs `valgrind --tool=callgrind` on `quant_bench --count NAME
+--elements N` for the fast_1t and reference benchmarks (a fixed input of N
+values, default 65536; callgrind counts only the measured call) and prints
+JSON {name: instructions per element}. Counts repeat exactly from run to run,
+unlike timings on a shared machine. Valgrind has no AVX-512: the fast path
+runs its best target below it (AVX2 on x86-64); the JSON says which.
 
 With --benchmark_repetitions the medians are shown (ratios are ratios of
 medians), and the min-max of the all-thread rates as the spread.
 Standard library only.
 """
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 
 
 def base_name(name):
@@ -57,13 +74,79 @@ def fmt_spread(values):
 
 
 OP_ORDER = ["fake_quant", "quantize", "dequantize"]
+DEFAULTS = ("hif4.v14", "mxfp4.ocp", "nvfp4.te")
+
+
+def count(argv):
+    """--count QUANT_BENCH [--elements N] [--filter REGEX]: callgrind instruction counts as JSON."""
+    if not argv:
+        sys.stderr.write(__doc__)
+        return 2
+    bench, elements, pattern = argv[0], 65536, "."
+    rest = argv[1:]
+    while rest:
+        if rest[0] == "--elements" and len(rest) > 1:
+            elements, rest = int(rest[1]), rest[2:]
+        elif rest[0] == "--filter" and len(rest) > 1:
+            pattern, rest = rest[1], rest[2:]
+        else:
+            sys.stderr.write(f"bench_table.py --count: unknown argument '{rest[0]}'\n")
+            return 2
+    names = subprocess.run([bench, "--benchmark_list_tests"], check=True, capture_output=True,
+                           text=True).stdout.split()
+    names = [n for n in names if n.split("/")[-1] in ("fast_1t", "reference") and re.search(pattern, n)]
+    result = {"elements": elements, "target": None, "instructions_per_element": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            out = os.path.join(tmp, "callgrind.out")
+            proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", f"--callgrind-out-file={out}",
+                                   bench, "--count", name, "--elements", str(elements)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.stderr.write(f"{name}: valgrind failed\n{proc.stderr[-2000:]}\n")
+                return 1
+            m = re.search(r"target=(\S+)", proc.stdout)
+            result["target"] = m.group(1) if m else "?"
+            total = None
+            with open(out, encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("totals:") or line.startswith("summary:"):
+                        total = int(line.split()[1])
+            if total is None:
+                sys.stderr.write(f"{name}: no totals in the callgrind output\n")
+                return 1
+            result["instructions_per_element"][name] = total / elements
+            sys.stderr.write(f"{name}: {total / elements:.1f} instructions per element\n")
+    json.dump(result, sys.stdout, indent=1)
+    print()
+    return 0
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) >= 2 and argv[1] == "--count":
+        return count(argv[2:])
+    args = argv[1:]
+    avx2_path = counts_path = None
+    positional = []
+    while args:
+        if args[0] == "--avx2" and len(args) > 1:
+            avx2_path, args = args[1], args[2:]
+        elif args[0] == "--counts" and len(args) > 1:
+            counts_path, args = args[1], args[2:]
+        else:
+            positional, args = positional + [args[0]], args[1:]
+    if len(positional) != 1:
         sys.stderr.write(__doc__)
         return 2
-    context, runs = load(argv[1])
+    context, runs = load(positional[0])
+    avx2_context, avx2 = load(avx2_path) if avx2_path else ({}, {})
+    counts = {}
+    count_target = "?"
+    if counts_path:
+        with open(counts_path, encoding="utf-8") as f:
+            doc = json.load(f)
+        counts = doc.get("instructions_per_element", {})
+        count_target = doc.get("target", "?")
     stream_1t = runs.get("stream/-/f32/1t", [])
     stream_all = runs.get("stream/-/f32/all", [])
     print(f"Machine: {context.get('num_cpus', '?')} CPUs at {context.get('mhz_per_cpu', '?')} MHz, "
@@ -71,10 +154,20 @@ def main(argv):
           f"load average at start {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))}")
     print(f"Streaming loop y = x*c (16M fp32, Melem/s, median (min-max)): {fmt_spread(stream_1t)} on 1 thread, "
           f"{fmt_spread(stream_all)} on all")
+    if avx2_path:
+        print(f"Forced target run: {avx2_context.get('simd_target', '?')}, streaming loop "
+              f"{fmt_spread(avx2.get('stream/-/f32/all', []))} on all")
+    if counts_path:
+        print(f"Instructions per element: callgrind, {doc.get('elements', '?')} values, fast path on {count_target}")
     print()
-    print("| op | recipe | input | reference | fast 1t | fast all (min-max) | fast/ref per core | "
-          "fast 1t / stream 1t | fast all / stream all |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    header = ["op", "recipe", "input", "reference", "fast 1t", "fast all (min-max)", "fast/ref per core",
+              "fast 1t / stream 1t", "fast all / stream all", "fast 2t / fast 1t"]
+    if avx2_path:
+        header.append(f"{avx2_context.get('simd_target', 'forced')} all / stream all")
+    if counts_path:
+        header += ["instr/elem fast", "instr/elem ref"]
+    print("| " + " | ".join(header) + " |")
+    print("|---|---|---|" + "---:|" * (len(header) - 3))
     keys = []
     for name in runs:
         op, recipe, dtype, _ = name.split("/")
@@ -84,14 +177,23 @@ def main(argv):
     for _, recipe, _ in keys:
         if recipe not in recipes:
             recipes.append(recipe)
-    recipes.sort(key=lambda r: (r.split(".")[0], 0 if r in ("hif4.v14", "mxfp4.ocp", "nvfp4.te") else 1, r))
+    recipes.sort(key=lambda r: (r.split(".")[0], 0 if r in DEFAULTS else 1, r))
     keys.sort(key=lambda k: (OP_ORDER.index(k[0]) if k[0] in OP_ORDER else 99, recipes.index(k[1]), k[2] != "f32"))
     for op, recipe, dtype in keys:
-        ref = runs.get(f"{op}/{recipe}/{dtype}/reference", [])
-        one = runs.get(f"{op}/{recipe}/{dtype}/fast_1t", [])
-        all_ = runs.get(f"{op}/{recipe}/{dtype}/fast_all", [])
-        print(f"| {op} | {recipe} | {dtype} | {fmt_rate(ref)} | {fmt_rate(one)} | {fmt_spread(all_)} | "
-              f"{fmt_ratio(one, ref)} | {fmt_ratio(one, stream_1t)} | {fmt_ratio(all_, stream_all)} |")
+        stem = f"{op}/{recipe}/{dtype}"
+        ref = runs.get(f"{stem}/reference", [])
+        one = runs.get(f"{stem}/fast_1t", [])
+        two = runs.get(f"{stem}/fast_2t", [])
+        all_ = runs.get(f"{stem}/fast_all", [])
+        row = [op, recipe, dtype, fmt_rate(ref), fmt_rate(one), fmt_spread(all_), fmt_ratio(one, ref),
+               fmt_ratio(one, stream_1t), fmt_ratio(all_, stream_all), fmt_ratio(two, one)]
+        if avx2_path:
+            row.append(fmt_ratio(avx2.get(f"{stem}/fast_all", []), avx2.get("stream/-/f32/all", [])))
+        if counts_path:
+            for impl in ("fast_1t", "reference"):
+                c = counts.get(f"{stem}/{impl}")
+                row.append(f"{c:.1f}" if c is not None else "-")
+        print("| " + " | ".join(row) + " |")
     print()
     print("Rates in millions of elements per second, median over the repetitions; ratios are of medians. "
           "The stream ratios compare with the streaming loop at the same thread count "

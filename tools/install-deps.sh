@@ -12,6 +12,9 @@ packages=(
   python3 python3-numpy python3-pytest
   # The Python module (python/): headers, pybind11, PyTorch for fp4emu.torch and its tests.
   python3-dev pybind11-dev python3-pybind11 python3-torch
+  # bench/quant_bench --count and tools/bench_table.py --count: callgrind
+  # instruction counts (its client-request header too).
+  valgrind
   python3-matplotlib python3-nbconvert jupyter-nbconvert python3-ipykernel
   # Checked builds (tools/test.sh): clang with its sanitizer and libFuzzer
   # runtimes, LLVM's OpenMP with the archer tool for ThreadSanitizer, and the
