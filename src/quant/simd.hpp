@@ -6,10 +6,11 @@
 // there. These entry points are for the dispatcher, tests and benchmarks;
 // they are not installed.
 //
-// Covered: hif4.v14, hif4.a6, mxfp4.ocp, mxfp4.rceil, mxfp4.ceil, mxfp4.even,
-// nvfp4.te (every element rounding each allows, every nibble and scale-bit
-// order, any axis); dequantize of every recipe except hif4.v12_pow2 and the
-// ggml recipes. Deterministic: the output does not depend on the thread count.
+// Covered: every recipe (every deterministic element rounding each allows,
+// every nibble and scale-bit order, any axis); dequantize of every recipe
+// with codes (nvfp4.modelopt_fq is fake-quant only). Which kernel runs a
+// recipe is read from its parameters (driver.cpp fast_kernel).
+// Deterministic: the output does not depend on the thread count.
 #include <cstdint>
 #include <string>
 #include <vector>

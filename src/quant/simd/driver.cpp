@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,8 +81,34 @@ std::optional<KernelFamily> fast_kernel(const Recipe& r) {
       return std::nullopt;
     }
     case Format::nvfp4: {
+      // Every parameter but the rule is data the kernels read (nvfp4-inl.h).
+      // The rules whose scale step would take a NaN amax through fminf or a
+      // rounding need the NaN-dropping amax, and so do 16x16 tiles (the
+      // tile amax is reduced here, NaN-free).
       const NvParams& p = r.nv;
-      if (p.rule == NvScaleRule::te && !p.tile_2d && p.amax_nan == NvAmaxNan::drop) return KernelFamily::nvfp4_te;
+      const bool nan_free = p.amax_nan == NvAmaxNan::drop;
+      switch (p.rule) {
+        case NvScaleRule::te:
+        case NvScaleRule::cudnn:
+          if (!nan_free) return std::nullopt;
+          return KernelFamily::nvfp4;
+        case NvScaleRule::cutlass_epi:
+        case NvScaleRule::torchao:
+        case NvScaleRule::torchao_1l:
+        case NvScaleRule::modelopt:
+        case NvScaleRule::ct:
+          if (p.tile_2d && !nan_free) return std::nullopt;
+          return KernelFamily::nvfp4;
+        case NvScaleRule::modelopt_fq:
+          if (p.tile_2d) return std::nullopt;
+          return KernelFamily::nvfp4;
+        case NvScaleRule::te_4over6:
+          if (!nan_free || p.tile_2d) return std::nullopt;
+          return KernelFamily::nvfp4_4over6;
+        case NvScaleRule::ggml:
+          if (!nan_free || p.tile_2d) return std::nullopt;
+          return KernelFamily::nvfp4_ggml;
+      }
       return std::nullopt;
     }
   }
@@ -97,7 +125,9 @@ bool kernel_rounds(KernelFamily f, Rounding r) {
     case KernelFamily::mxfp4:
       return r == Rounding::rne || r == Rounding::rha || r == Rounding::rtz || r == Rounding::ties_to_zero;
     case KernelFamily::mxfp4_ggml: return r == Rounding::ties_to_zero;  // its argmin has no other
-    case KernelFamily::nvfp4_te: return r == Rounding::rne || r == Rounding::rtz;
+    case KernelFamily::nvfp4:
+    case KernelFamily::nvfp4_4over6: return r == Rounding::rne || r == Rounding::rtz;
+    case KernelFamily::nvfp4_ggml: return r == Rounding::ties_to_zero;  // its argmin has no other
   }
   return false;
 }
@@ -232,29 +262,48 @@ void scatter_tile(const float* buffer, const AxisView& v, int64_t o, int64_t i0,
   }
 }
 
-float global_abs_max(const detail::StridedIn& x, int threads) {
+// The recipe's tensor amax G (reference::nvfp4_global_amax), reduced in
+// parallel: the NaN-dropping maximum and the NaN facts of each part.
+float global_abs_max(const detail::StridedIn& x, NvAmaxNan rule, int threads) {
   const int64_t n = x.numel();
+  std::vector<AbsMaxStats> partial;
   if (const float* dense = x.dense_f32()) {
     const int64_t chunks = (n + kAmaxChunk - 1) / kAmaxChunk;
-    std::vector<float> partial(chunks, 0.0f);
+    partial.resize(chunks);
     threads = threads_for(n, threads);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int64_t c = 0; c < chunks; ++c)
-      partial[c] = abs_max_dropping_nan(dense + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
-    float best = 0.0f;
-    for (float p : partial) best = std::max(best, p);  // exact and order-free: no NaN here
-    return best;
+      partial[c] = abs_max_stats(dense + c * kAmaxChunk, std::min(kAmaxChunk, n - c * kAmaxChunk));
+  } else {
+    // Views: runs along the last axis, widened.
+    const int last = static_cast<int>(x.shape.size()) - 1;
+    const AxisView v = axis_view(x.shape, last);
+    const int64_t runs_per_row = (v.axis_len + kRunValues - 1) / kRunValues;
+    partial.resize(v.rows() * runs_per_row);
+    for_each_strided_run(v, threads, [&](const Run& r, float* buffer, float*) {
+      const float* values = read_run(x, run_offset(x.shape, x.strides, last, r), x.strides[last], r.n, buffer);
+      partial[r.row * runs_per_row + r.k0 / kRunValues] = abs_max_stats(values, r.n);
+    });
   }
-  // Views: runs along the last axis, widened; the maximum is order-free.
-  const int last = static_cast<int>(x.shape.size()) - 1;
-  const AxisView v = axis_view(x.shape, last);
-  const int64_t runs_per_row = (v.axis_len + kRunValues - 1) / kRunValues;
-  std::vector<float> partial(v.rows() * runs_per_row, 0.0f);
-  for_each_strided_run(v, threads, [&](const Run& r, float* buffer, float*) {
-    const float* values = read_run(x, run_offset(x.shape, x.strides, last, r), x.strides[last], r.n, buffer);
-    partial[r.row * runs_per_row + r.k0 / kRunValues] = abs_max_dropping_nan(values, r.n);
+  AbsMaxStats all;
+  for (const AbsMaxStats& p : partial) {  // exact and order-free
+    all.max_dropping_nan = std::max(all.max_dropping_nan, p.max_dropping_nan);
+    all.any_nan = all.any_nan || p.any_nan;
+    all.all_nan = all.all_nan && p.all_nan;
+  }
+  if (rule == NvAmaxNan::maxnum && all.all_nan) return std::numeric_limits<float>::quiet_NaN();
+  if (rule != NvAmaxNan::propagate || !all.any_nan) return all.max_dropping_nan;
+  // torch.amax: |first NaN| in element order, payload kept (rare: a serial scan).
+  float first = 0.0f;
+  bool found = false;
+  detail::for_each_chunk(x, [&](int64_t, const float* values, int64_t count) {
+    for (int64_t i = 0; i < count && !found; ++i)
+      if (std::isnan(values[i])) {
+        first = std::fabs(values[i]);
+        found = true;
+      }
   });
-  return *std::max_element(partial.begin(), partial.end());
+  return first;
 }
 
 KernelArgs kernel_args(const ResolvedOptions& o) {
@@ -267,18 +316,77 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
   return k;
 }
 
-// NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
-// amax reduced in parallel.
-reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
-                                        KernelArgs& k) {
-  const float g = o.global_amax ? *o.global_amax : global_abs_max(x, threads);
-  const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(*o.recipe, g);
-  // nvfp4.cpp quantize_te: m = fp32(S_enc * RN16), RN16 = fp32(1/6).
-  constexpr float kRN16 = 1.0f / 6.0f;
-  k.nv_encode_rn16 = ts.encode * kRN16;
-  k.nv_decode = ts.decode;
+// NVFP4 per-tensor state the kernel arguments point to.
+struct NvState {
+  std::array<float, 256> factor{};  // reference::nvfp4_decode_factor of each scale byte
+  // 16x16 tiles: the tile amax of every block, [rows, blocks_per_row] (empty: none).
+  std::vector<float> block_amax;
+  int64_t blocks_per_row = 0;
+  // The arguments of the run that starts at position k0 of `row`.
+  KernelArgs at(const KernelArgs& k, int64_t row, int64_t k0) const {
+    if (block_amax.empty()) return k;
+    KernelArgs a = k;
+    a.nv_block_amax = block_amax.data() + row * blocks_per_row + k0 / reference::kNvBlock;
+    return a;
+  }
+};
+
+// nvfp4.md §3 (quantize.cpp prepare): each block takes the NaN-dropping amax
+// of its tile, the 16 blocks at its position in 16 consecutive rows.
+void nv_tile_amax(const detail::StridedIn& x, int axis, int threads, NvState& state) {
+  const AxisView v = axis_view(x.shape, axis);
+  const int64_t bpr = (v.axis_len + reference::kNvBlock - 1) / reference::kNvBlock;
+  const int64_t groups = (v.rows() + 15) / 16;
+  state.blocks_per_row = bpr;
+  state.block_amax.assign(v.rows() * bpr, 0.0f);
+  threads = threads_for(v.rows() * v.axis_len, threads);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> buffer(v.axis_len);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      float* tile = state.block_amax.data() + g * 16 * bpr;
+      const int64_t rows = std::min<int64_t>(16, v.rows() - g * 16);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = g * 16 + r;
+        const float* values = read_run(x, detail::row_offset(x.shape, x.strides, axis, row), x.strides[axis],
+                                       v.axis_len, buffer.data());
+        for (int64_t b = 0; b < bpr; ++b) {
+          const int64_t k0 = b * reference::kNvBlock;
+          tile[b] = std::max(tile[b], abs_max_dropping_nan(values + k0, std::min<int64_t>(reference::kNvBlock,
+                                                                                          v.axis_len - k0)));
+        }
+      }
+      for (int64_t r = 1; r < rows; ++r) std::copy(tile, tile + bpr, tile + r * bpr);
+    }
+  }
+}
+
+// The decode fields of k (nvfp4.cpp nvfp4_decode_block) for a per-tensor scale.
+void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelArgs& k, NvState& state) {
   k.nv_global_amax = ts.global_amax;
-  k.nv_factor_inv = 1.0f / (6.0f * o.recipe->nv.tensor_scale_e4m3_max);  // TE's dequantize
+  k.nv_encode = ts.encode;
+  k.nv_decode = ts.decode;
+  for (int c = 0; c < 256; ++c) state.factor[c] = reference::nvfp4_decode_factor(r, ts, static_cast<uint8_t>(c));
+  k.nv_factor = state.factor.data();
+  k.nv_positive_zero = reference::nvfp4_decode_positive_zero(r);
+}
+
+// NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
+// amax reduced in parallel. Fake-quant of a single-level rule (no per-tensor
+// scale) reads G nowhere and skips its pass; quantize stores it.
+reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
+                                        bool store_g, KernelArgs& k, NvState& state) {
+  const Recipe& r = *o.recipe;
+  const bool single_level = r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml;
+  float g = 0.0f;
+  if (o.global_amax)
+    g = *o.global_amax;
+  else if (store_g || !single_level)
+    g = global_abs_max(x, r.nv.tensor_amax_nan, threads);
+  const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(r, g);
+  nv_decode_args(r, ts, k, state);
+  if (r.nv.tile_2d) nv_tile_amax(x, o.axis, threads, state);
   return ts;
 }
 
@@ -302,7 +410,7 @@ std::string fast_dequantize_gap(const PackedHeader& p) {
     case Format::mxfp4:  // E8M0, and ggml's own decoder
       return {};
     case Format::nvfp4:
-      if (r->nv.rule == NvScaleRule::ggml || r->nv.rule == NvScaleRule::modelopt_fq)
+      if (r->nv.rule == NvScaleRule::modelopt_fq)
         return fmt::format("recipe {} has no fast decoder", r->id);
       return {};
   }
@@ -325,7 +433,8 @@ bool all_bf16_exact(const detail::StridedIn& x) {
 void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int threads, const detail::StridedOut& out) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
-  if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, k);
+  NvState nv;
+  if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, false, k, nv);
   const AxisView v = axis_view(x.shape, o.axis);
   const int block = block_size(o.recipe->format);
   if (x.contiguous && out.contiguous) {
@@ -335,13 +444,13 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
       for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
         const int64_t offset = r.row * len + r.k0;
         if (in) {
-          fake_quant_values(k, in + offset, y + offset, r.n);
+          fake_quant_values(nv.at(k, r.row, r.k0), in + offset, y + offset, r.n);
           return;
         }
         thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
         buffer.resize(kRunValues);
         x.load(offset, 1, r.n, buffer.data());
-        fake_quant_values(k, buffer.data(), y + offset, r.n);
+        fake_quant_values(nv.at(k, r.row, r.k0), buffer.data(), y + offset, r.n);
       });
       return;
     }
@@ -349,7 +458,7 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
       gather_tile(x, v, o_, i0, columns, k0, n, buffer);
       for (int64_t c = 0; c < columns; ++c) {
         float* row = buffer + c * kTileRunValues;
-        fake_quant_values(k, row, row, n);
+        fake_quant_values(nv.at(k, o_ * v.inner + i0 + c, k0), row, row, n);
       }
       scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
     });
@@ -359,7 +468,7 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
   for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float* out_buffer) {
     const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
     float* y = out.data + run_offset(out.shape, out.strides, o.axis, r);
-    fake_quant_values(k, in, out_step == 1 ? y : out_buffer, r.n);
+    fake_quant_values(nv.at(k, r.row, r.k0), in, out_step == 1 ? y : out_buffer, r.n);
     if (out_step != 1)
       for (int64_t i = 0; i < r.n; ++i) y[i * out_step] = out_buffer[i];
   });
@@ -369,8 +478,9 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
               uint8_t* scales) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
+  NvState nv;
   if (o.recipe->format == Format::nvfp4) {
-    const reference::NvTensorScale ts = nv_tensor_scale(o, x, threads, k);
+    const reference::NvTensorScale ts = nv_tensor_scale(o, x, threads, true, k, nv);
     p.global_amax = ts.global_amax;
     p.global_encode_scale = ts.encode;
     p.global_decode_scale = ts.decode;
@@ -389,13 +499,13 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
     for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
       const int64_t offset = r.row * len + r.k0;
       if (in) {
-        quantize_values(k, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        quantize_values(nv.at(k, r.row, r.k0), in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
         return;
       }
       thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
       buffer.resize(kRunValues);
       x.load(offset, 1, r.n, buffer.data());
-      quantize_values(k, buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+      quantize_values(nv.at(k, r.row, r.k0), buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
     });
     return;
   }
@@ -404,7 +514,7 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
       gather_tile(x, v, o_, i0, columns, k0, n, buffer);
       for (int64_t c = 0; c < columns; ++c) {
         const int64_t row = o_ * v.inner + i0 + c;
-        quantize_values(k, buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
+        quantize_values(nv.at(k, row, k0), buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
       }
     });
     return;
@@ -412,7 +522,7 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
   const int64_t in_step = x.strides[o.axis];
   for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float*) {
     const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
-    quantize_values(k, in, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+    quantize_values(nv.at(k, r.row, r.k0), in, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
   });
 }
 
@@ -424,15 +534,9 @@ void dequantize(const PackedHeader& p, const uint8_t* codes, const uint8_t* scal
   k.recipe = &r;
   k.nibble_order = p.nibble_order;
   k.scale_bit_order = p.scale_bit_order;
-  k.nv_decode = p.global_decode_scale;
-  // nvfp4.cpp nvfp4_decode_block: the per-block factor of each scale byte.
-  std::array<float, 256> nv_factor{};
-  if (r.format == Format::nvfp4 && reference::nvfp4_decode_is_block_factor(r)) {
-    const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
-    for (int c = 0; c < 256; ++c) nv_factor[c] = reference::nvfp4_decode_factor(r, ts, static_cast<uint8_t>(c));
-    k.nv_factor = nv_factor.data();
-    k.nv_positive_zero = reference::nvfp4_decode_positive_zero(r);
-  }
+  NvState nv;
+  if (r.format == Format::nvfp4)
+    nv_decode_args(r, {p.global_amax, p.global_encode_scale, p.global_decode_scale}, k, nv);
   const AxisView v = axis_view(p.shape, p.axis);
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(r.format);

@@ -92,7 +92,7 @@ HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY
   constexpr int kBlocks = kGroup / kBlock;
   alignas(64) uint8_t group_codes[kGroup];
   alignas(64) float padded[kGroup];
-  uint32_t group_scales[kBlocks];
+  uint32_t group_scales[kBlocks] = {};
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   for (int64_t g = 0; g * kGroup < n; ++g) {
     const float* in = x + g * kGroup;
@@ -149,12 +149,128 @@ HWY_INLINE void DequantizeRun(NibbleOrder order, int scale_bytes, const uint8_t*
 }
 
 NvTensorConstants NvConstants(const KernelArgs& k) {
-  return {k.nv_encode_rn16, k.nv_decode, k.nv_global_amax, k.nv_factor_inv};
+  const NvParams& p = k.recipe->nv;
+  NvTensorConstants t;
+  t.s_enc = k.nv_encode;
+  t.s_dec = k.nv_decode;
+  t.g = k.nv_global_amax;
+  t.m = k.nv_encode * kNvRn16;                  // nvfp4.cpp quantize_te, quantize_cutlass_epi
+  t.six_m = 6.0f * p.tensor_scale_e4m3_max;     // exact
+  t.amax_nan = p.amax_nan;
+  t.cuda = p.device == NvDevice::cuda;
+  t.bf16_quotient = p.ct_bf16_quotient;
+  t.select_mse = p.select_metric == NvSelectMetric::mse;
+  t.factor = k.nv_factor;
+  t.two_step = !reference::nvfp4_decode_is_block_factor(*k.recipe);
+  t.positive_zero = k.nv_positive_zero;
+  return t;
+}
+
+// The one table of NVFP4 scale policies: calls f(policy) for the recipe's
+// rule (te_4over6 and ggml have kernel families of their own).
+template <class F>
+HWY_INLINE void WithNvPolicy(NvScaleRule rule, F&& f) {
+  switch (rule) {
+    case NvScaleRule::te: return f(NvTe());
+    case NvScaleRule::cutlass_epi: return f(NvCutlassEpi());
+    case NvScaleRule::cudnn: return f(NvCudnn());
+    case NvScaleRule::torchao:
+    case NvScaleRule::torchao_1l: return f(NvTorchao());  // S_dec = 1 for 1l (nvfp4_tensor_scale)
+    case NvScaleRule::modelopt: return f(NvModelopt());
+    case NvScaleRule::ct: return f(NvCt());
+    case NvScaleRule::modelopt_fq:
+    case NvScaleRule::te_4over6:
+    case NvScaleRule::ggml: break;
+  }
+}
+
+// NVFP4 runs: whole groups of kNvGroup blocks; the zero padding past n adds
+// whole zero blocks, whose results are dropped. group(x, amax, y, codes,
+// scales) with amax the blocks' given amaxes (16x16 tiles) or null.
+template <class GroupFn>
+HWY_INLINE void NvFakeQuantRun(const KernelArgs& k, const float* HWY_RESTRICT x, float* HWY_RESTRICT y, int64_t n,
+                               GroupFn&& group) {
+  constexpr int kValues = kNvGroup * kNvBlock;
+  const int64_t blocks = (n + kNvBlock - 1) / kNvBlock;
+  int64_t g = 0;  // FakeQuantRun visits the groups in order
+  FakeQuantRun<kValues>(x, y, n, [&](const float* in, float* out) {
+    float tail_amax[kNvGroup] = {};
+    const float* amax = k.nv_block_amax ? k.nv_block_amax + g * kNvGroup : nullptr;
+    if (amax && (g + 1) * kNvGroup > blocks) {
+      std::copy(amax, amax + (blocks - g * kNvGroup), tail_amax);
+      amax = tail_amax;
+    }
+    ++g;
+    group(in, amax, out, nullptr, nullptr);
+  });
+}
+
+template <class GroupFn>
+HWY_INLINE void NvQuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, uint8_t* HWY_RESTRICT codes,
+                              uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
+  const int64_t blocks = (n + kNvBlock - 1) / kNvBlock;
+  int64_t g = 0;  // QuantizeRun visits the groups in order
+  QuantizeRun<kNvBlock, kNvGroup * kNvBlock>(
+      k.nibble_order, 1, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale) {
+        float tail_amax[kNvGroup] = {};
+        const float* amax = k.nv_block_amax ? k.nv_block_amax + g * kNvGroup : nullptr;
+        if (amax && (g + 1) * kNvGroup > blocks) {
+          std::copy(amax, amax + (blocks - g * kNvGroup), tail_amax);
+          amax = tail_amax;
+        }
+        ++g;
+        group(in, amax, nullptr, c, scale);
+      });
+}
+
+// Element roundings of the NVFP4 kernels: the CUDA conversion's rne and rtz
+// (nvfp4_recipes.cpp kConvertRoundings; ggml's argmin takes none).
+template <class F>
+HWY_INLINE void WithNvRounding(Rounding r, F&& f) {
+  if (r == Rounding::rtz) return f(std::integral_constant<Rounding, Rounding::rtz>());
+  return f(std::integral_constant<Rounding, Rounding::rne>());
+}
+
+void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y,
+              uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales) {
+  const NvTensorConstants t = NvConstants(k);
+  auto run = [&](auto&& group) {
+    if (y)
+      NvFakeQuantRun(k, x, y, n, group);
+    else
+      NvQuantizeRun(k, x, n, codes, scales, group);
+  };
+  if (k.family == KernelFamily::nvfp4_ggml) {
+    run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s) { NvGgmlGroup(t, in, out, c, s); });
+    return;
+  }
+  WithNvRounding(k.rounding, [&](auto rounding) {
+    constexpr Rounding R = decltype(rounding)::value;
+    if (k.family == KernelFamily::nvfp4_4over6) {
+      run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s) {
+        Nv4over6Group<R>(t, in, out, c, s);
+      });
+      return;
+    }
+    if (k.recipe->nv.rule == NvScaleRule::modelopt_fq) {  // fake-quant only
+      run([&t](const float* in, const float*, float* out, uint8_t*, uint32_t*) {
+        NvModeloptFqGroup<R>(t, in, out);
+      });
+      return;
+    }
+    WithNvPolicy(k.recipe->nv.rule, [&](auto policy) {
+      using P = decltype(policy);
+      run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s) {
+        NvGroup<P, R>(t, in, amax, out, c, s);
+      });
+    });
+  });
 }
 
 // ---- Exported entry points ---------------------------------------------------
 
 void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HWY_RESTRICT y, int64_t n) {
+  if (k.recipe->format == Format::nvfp4) return NvValues(k, x, n, y, nullptr, nullptr);
   WithRounding(k.rounding, [&](auto rounding) {
     constexpr Rounding R = decltype(rounding)::value;
     switch (k.family) {
@@ -178,19 +294,16 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
         FakeQuantRun<kMxBlock>(x, y, n, [&p](const float* in, float* out) { MxFakeQuantBlock<R>(p, in, out); });
         break;
       }
-      case KernelFamily::nvfp4_te: {
-        const NvTensorConstants t = NvConstants(k);
-        // Whole groups of kNvGroup blocks; zero padding past n adds whole zero blocks, which change nothing.
-        FakeQuantRun<kNvGroup * kNvBlock>(x, y, n,
-                                          [&t](const float* in, float* out) { NvTeFakeQuantGroup<R>(t, in, out); });
-        break;
-      }
+      case KernelFamily::nvfp4:
+      case KernelFamily::nvfp4_4over6:
+      case KernelFamily::nvfp4_ggml: break;  // NvValues
     }
   });
 }
 
 void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, uint8_t* HWY_RESTRICT codes,
                     uint8_t* HWY_RESTRICT scales) {
+  if (k.recipe->format == Format::nvfp4) return NvValues(k, x, n, nullptr, codes, scales);
   WithRounding(k.rounding, [&](auto rounding) {
     constexpr Rounding R = decltype(rounding)::value;
     switch (k.family) {
@@ -226,13 +339,9 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
                                             });
         break;
       }
-      case KernelFamily::nvfp4_te: {
-        const NvTensorConstants t = NvConstants(k);
-        QuantizeRun<kNvBlock, kNvGroup * kNvBlock>(
-            k.nibble_order, 1, x, n, codes, scales,
-            [&t](const float* in, uint8_t* c, uint32_t* scale) { NvTeQuantizeGroup<R>(t, in, c, scale); });
-        break;
-      }
+      case KernelFamily::nvfp4:
+      case KernelFamily::nvfp4_4over6:
+      case KernelFamily::nvfp4_ggml: break;  // NvValues
     }
   });
 }
@@ -263,18 +372,10 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
       DequantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, codes, scales, n, y,
                               [](const uint8_t* c, const uint8_t* s, float* out) { MxDecodeBlock(s[0], c, out); });
       break;
-
     case Format::nvfp4: {
-      const float s_dec = k.nv_decode;
-      const float* factor = k.nv_factor;
-      const bool positive_zero = k.nv_positive_zero;
+      const NvTensorConstants t = NvConstants(k);
       DequantizeRun<kNvBlock, 4 * kNvBlock>(k.nibble_order, 1, codes, scales, n, y,
-                              [s_dec, factor, positive_zero](const uint8_t* c, const uint8_t* s, float* out) {
-                                if (factor)
-                                  NvDecodeBlockFactor(factor[s[0]], positive_zero, c, out);
-                                else
-                                  NvDecodeBlock(s_dec, s[0], c, out);
-                              });
+                              [&t](const uint8_t* c, const uint8_t* s, float* out) { NvDecodeBlock(t, s[0], c, out); });
       break;
     }
   }
@@ -293,6 +394,32 @@ float AbsMaxDroppingNan(const float* HWY_RESTRICT x, int64_t n) {
     if (bits <= kInfBits) best = std::max(best, bits);
   }
   return std::bit_cast<float>(best);
+}
+
+AbsMaxStats AbsMaxStatsOf(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto dropping = hn::Zero(di);
+  auto max_bits = hn::Zero(di);
+  auto min_bits = hn::Set(di, kAbsMask);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto bits = AbsBits(d, hn::LoadU(d, x + i));
+    dropping = hn::Max(dropping, hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits));
+    max_bits = hn::Max(max_bits, bits);
+    min_bits = hn::Min(min_bits, bits);
+  }
+  int32_t best = hn::GetLane(hn::MaxOfLanes(di, dropping));
+  int32_t most = hn::GetLane(hn::MaxOfLanes(di, max_bits));
+  int32_t least = hn::GetLane(hn::MinOfLanes(di, min_bits));
+  for (; i < n; ++i) {
+    const int32_t bits = static_cast<int32_t>(std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu);
+    if (bits <= kInfBits) best = std::max(best, bits);
+    most = std::max(most, bits);
+    least = std::min(least, bits);
+  }
+  return {std::bit_cast<float>(best), most > kInfBits, least > kInfBits};
 }
 
 void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n) {
@@ -335,6 +462,7 @@ HWY_EXPORT(FakeQuantValues);
 HWY_EXPORT(QuantizeValues);
 HWY_EXPORT(DequantizeValues);
 HWY_EXPORT(AbsMaxDroppingNan);
+HWY_EXPORT(AbsMaxStatsOf);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(CodecOpValues);
 
@@ -351,6 +479,7 @@ float abs_max_dropping_nan(const float* x, int64_t n) { return HWY_DYNAMIC_DISPA
 void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(CodecOpValues)(op, rounding, in, out, n);
 }
+AbsMaxStats abs_max_stats(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxStatsOf)(x, n); }
 
 std::vector<int64_t> compiled_targets() { return hwy::SupportedAndGeneratedTargets(); }
 std::string target_name(int64_t target) { return hwy::TargetName(target); }

@@ -18,7 +18,9 @@ enum class KernelFamily : uint8_t {
   hif4_a6,     // hif4.md §6.5 (hif4.a6), bf16 inputs
   mxfp4,       // mxfp4.md §4.1-§4.5 scale rules + E2M1 conversion
   mxfp4_ggml,  // mxfp4.md §4.2, §5.4: ggml's wrapped log2f scale and argmin elements
-  nvfp4_te,  // nvfp4.md §4.1 (nvfp4.te)
+  nvfp4,          // nvfp4.md §4: every NVFP4 rule but the two below, one kernel over scale policies
+  nvfp4_4over6,   // nvfp4.md §4.2: two candidate scales, the smaller block error
+  nvfp4_ggml,     // nvfp4.md §4.0: ggml's UE4M3 and argmin elements
 };
 
 struct KernelArgs {
@@ -27,15 +29,18 @@ struct KernelArgs {
   Rounding rounding = Rounding::rne;
   NibbleOrder nibble_order = NibbleOrder::low_first;
   ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;
-  float nv_encode_rn16 = 0.0f;  // NVFP4: fp32(S_enc * fp32(1/6))
-  float nv_decode = 1.0f;       // NVFP4: S_dec used by the decode
-  float nv_global_amax = 0.0f;  // NVFP4: G (TE's dequantize)
-  float nv_factor_inv = 0.0f;   // NVFP4: fp32(1/(6*M)) (TE's dequantize)
-  // NVFP4 dequantize of the recipes whose library multiplies the element by
-  // one factor per block: x = q * nv_factor[scale byte] (null: the
-  // fp32(fp32(q*s)*S_dec) order); code 0x8 decodes to +0 when nv_positive_zero.
+  // NVFP4: the per-tensor scale (reference::NvTensorScale).
+  float nv_global_amax = 0.0f;
+  float nv_encode = 1.0f;
+  float nv_decode = 1.0f;
+  // NVFP4 decode of a block (fake-quant and dequantize): fp32(q * nv_factor[scale
+  // byte]) (reference::nvfp4_decode_factor), then * S_dec for the recipes
+  // without a library dequantize (!reference::nvfp4_decode_is_block_factor);
+  // code 0x8 decodes to +0 when nv_positive_zero.
   const float* nv_factor = nullptr;
   bool nv_positive_zero = false;
+  // NVFP4 16x16 tiles (tile_2d): the amax of each block of the run, or null.
+  const float* nv_block_amax = nullptr;
 };
 
 // n consecutive values of one row that start at a block boundary: n / block
@@ -59,5 +64,14 @@ enum class CodecOp : uint8_t {
   e2m1_value, s1p2_value, ue4m3_value, e6m2_value,
 };
 void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n);
+// The amax reductions of NvAmaxNan in one pass: the fmaxf maximum, and whether
+// any / every value is NaN (propagate: the first NaN wins; maxnum: NaN only
+// when all are).
+struct AbsMaxStats {
+  float max_dropping_nan = 0.0f;
+  bool any_nan = false;
+  bool all_nan = true;
+};
+AbsMaxStats abs_max_stats(const float* x, int64_t n);
 
 }  // namespace fp4emu::simd
