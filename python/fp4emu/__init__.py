@@ -58,7 +58,7 @@ def _torch_array(x: Any):
 
 
 def _as_input(x: Any, input_dtype: Optional[str]):
-    """(C-contiguous numpy array, "f32" | "bf16" | "f16") without copying when x is C-contiguous."""
+    """(numpy array, "f32" | "bf16" | "f16"): a view of x's memory, never a copy of numpy or torch data."""
     t = _torch_array(x)
     if t is not None:
         a, dt = t
@@ -85,9 +85,14 @@ def _as_input(x: Any, input_dtype: Optional[str]):
             raise ValueError(f"input_dtype='{input_dtype}' does not match the array's dtype {name} ({dt})")
     if a.ndim == 0:
         raise ValueError("the input is a scalar (shape []): block quantization needs at least one axis")
-    if not a.flags.c_contiguous:
+    if a.strides and any(st % a.itemsize for st in a.strides):  # not whole elements: never from numpy or torch
         a = _np.ascontiguousarray(a)
     return a, dt
+
+
+def _contiguous(a):
+    """For the calls that take the library's owning tensors (compare, identify, the studies)."""
+    return a if a.flags.c_contiguous else _np.ascontiguousarray(a)
 
 
 def formats() -> list[dict]:
@@ -215,7 +220,7 @@ def gemm(a: Any, b: Any, model: str = "block_fp32", recipe: Optional[str] = None
     """
     def operand(v, r, axis):
         if isinstance(v, Packed) or r is None:
-            return v if isinstance(v, Packed) else _as_input(v, "f32")[0]
+            return v if isinstance(v, Packed) else _contiguous(_as_input(v, "f32")[0])
         return quantize(v, r, axis=axis, threads=threads)
     return _core.gemm(operand(a, recipe, 1), operand(b, recipe_b or recipe, 0), model, blocks_per_step, alpha,
                       threads, impl)
@@ -239,7 +244,7 @@ def compare(x: Any, recipes: Union[str, Iterable[str]], axis: int = -1, tail: Op
     """
     ids = recipes.split(",") if isinstance(recipes, str) else list(recipes)
     a, dt = _input(x, input_dtype)
-    return _core.compare(a, dt, ids, axis, tail)
+    return _core.compare(_contiguous(a), dt, ids, axis, tail)
 
 
 def identify(x: Any, format: str, output: Any = None, packed: Optional[Packed] = None, codes: Any = None,
@@ -270,8 +275,8 @@ def identify(x: Any, format: str, output: Any = None, packed: Optional[Packed] =
         if global_amax is None and packed.global_scale is not None and 0 < packed.global_scale[0] < _np.inf:
             global_amax = float(packed.global_scale[0])  # the amax the kernel recorded is the one it used
     as_bytes = lambda v: None if v is None else _np.ascontiguousarray(_np.asarray(v)).view(_np.uint8)
-    values = None if output is None else _as_input(output, "f32")[0]
-    r = _core.identify(a, dt, format, as_bytes(codes), as_bytes(scales), values, axis, global_amax, threads, top)
+    values = None if output is None else _contiguous(_as_input(output, "f32")[0])
+    r = _core.identify(_contiguous(a), dt, format, as_bytes(codes), as_bytes(scales), values, axis, global_amax, threads, top)
     out = json.loads(r["json"])
     out.update(exact=r["exact"], best=r["best"], text=r["text"])
     return out
@@ -289,7 +294,7 @@ def sparsity_mask(values: Any, pattern: str) -> _np.ndarray:
         array([[0, 1, 0, 1]], dtype=uint8)
     """
     a, _ = _as_input(values, "f32")
-    return _core.sparsity_mask(a, pattern)
+    return _core.sparsity_mask(_contiguous(a), pattern)
 
 
 # ---- activation dumps and studies (docs/analysis.md) ------------------------------------------
@@ -347,8 +352,8 @@ def underflow(x: Any, recipe: str, transform: str = "none", weights: Any = None,
         0.0123
     """
     a, dt = _input(x, input_dtype)
-    w = None if weights is None else _as_input(weights, "f32")[0]
-    return _core.underflow(a, dt, recipe, transform, w, threads)
+    w = None if weights is None else _contiguous(_as_input(weights, "f32")[0])
+    return _core.underflow(_contiguous(a), dt, recipe, transform, w, threads)
 
 
 def resq(x: Any, weights: Any, recipe: str, patterns: Iterable[str] = ("none", "dense", "2:4"), seed: int = 0,
@@ -367,7 +372,7 @@ def resq(x: Any, weights: Any, recipe: str, patterns: Iterable[str] = ("none", "
         True
     """
     a, dt = _input(x, input_dtype)
-    return _core.resq(a, dt, _as_input(weights, "f32")[0], recipe, list(patterns), seed, threads)
+    return _core.resq(_contiguous(a), dt, _contiguous(_as_input(weights, "f32")[0]), recipe, list(patterns), seed, threads)
 
 
 def synthetic_weights(n: int, d: int, seed: int = 0) -> _np.ndarray:

@@ -39,8 +39,8 @@ def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[
 
     The result is float32 (every fake-quantized value is exact there) on
     t's device, or ``dtype`` when given (e.g. ``t.dtype``; NVFP4 values
-    with a per-tensor scale may round in bf16). A CPU tensor contiguous in
-    memory is read in place.
+    with a per-tensor scale may round in bf16). A CPU tensor is read in
+    place, whatever its strides.
 
     Example::
 

@@ -9,7 +9,6 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -34,6 +33,7 @@
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/threads.hpp"
 #include "fp4emu/version.hpp"
 
 namespace py = pybind11;
@@ -69,24 +69,43 @@ InputDType parse_input_dtype(const std::string& name) {
   throw InputError(fmt::format("input_dtype '{}' is unknown; use f32, bf16 or f16", name));
 }
 
-// The library's Tensor from a C-contiguous numpy array whose element type
-// matches `dtype` (float32, or uint16 bits for bf16/f16; the Python layer
-// has relabelled and made it contiguous).
-// TODO(view API): pass the buffer to the non-owning quantize instead of
-// widening it into a Tensor.
-Tensor to_tensor(const py::array& x, InputDType dtype) {
+void check_element_type(const py::array& x, InputDType dtype) {
   const bool f32 = dtype == InputDType::f32;
-  if (!(x.flags() & py::array::c_style))
-    throw InputError("the input array is not C-contiguous; pass np.ascontiguousarray(x)");
   if (f32 ? !py::isinstance<py::array_t<float>>(x) : x.itemsize() != 2)
     throw InputError(fmt::format("input of numpy dtype {} does not hold {} values", std::string(py::str(x.dtype())),
                                  f32 ? "float32" : "16-bit"));
+}
+
+// A view of a numpy array whose element type matches `dtype` (float32, or
+// uint16 bits for bf16/fp16; the Python layer relabels): the library reads it
+// in place, with its strides.
+TensorView to_view(const py::array& x, InputDType dtype) {
+  check_element_type(x, dtype);
+  TensorView v;
+  v.data = x.data();
+  v.dtype = dtype;
+  v.shape.assign(x.shape(), x.shape() + x.ndim());
+  for (py::ssize_t d = 0; d < x.ndim(); ++d) {
+    if (x.strides(d) % x.itemsize() != 0)
+      throw InputError("the input array's strides are not whole elements; pass np.ascontiguousarray(x)");
+    v.strides.push_back(x.strides(d) / x.itemsize());
+  }
+  return v;
+}
+
+// The library's owning Tensor (fp32 values) from a C-contiguous numpy array,
+// for the calls that take one (compare, identify, the studies, dense GEMM
+// operands).
+Tensor to_tensor(const py::array& x, InputDType dtype) {
+  check_element_type(x, dtype);
+  if (!(x.flags() & py::array::c_style))
+    throw InputError("the input array is not C-contiguous; pass np.ascontiguousarray(x)");
   Tensor t;
   t.shape.assign(x.shape(), x.shape() + x.ndim());
   t.data.resize(static_cast<size_t>(x.size()));
   const auto* bytes = static_cast<const uint8_t*>(x.data());
   const size_t n = static_cast<size_t>(x.nbytes());
-  if (f32) {
+  if (dtype == InputDType::f32) {
     if (n) std::memcpy(t.data.data(), bytes, n);
   } else {
     io::widen_to_f32(dtype == InputDType::bf16 ? io::DType::bf16 : io::DType::f16, {bytes, n}, t.data);
@@ -129,10 +148,10 @@ Impl parse_impl_arg(const std::string& name) {
   return *v;
 }
 
+// The library's thread-count rule (fp4emu/threads.hpp), checked up front so
+// that every call refuses a bad count, not only those that start threads.
 int check_threads(int threads) {
-  // The CLI's rule (README "Command line"): 0 is OpenMP's default, else 1..1024.
-  if (threads < 0 || threads > 1024)
-    throw InputError(fmt::format("threads={} is out of range; use 0 (every hardware thread) or 1 to 1024", threads));
+  thread_count(threads);
   return threads;
 }
 
@@ -204,12 +223,13 @@ py::array dequantize_packed(const Packed& k, int threads, const std::string& imp
   DequantOptions o;
   o.threads = check_threads(threads);
   o.impl = parse_impl_arg(impl);
-  Tensor y;
+  py::array_t<float> y(std::vector<py::ssize_t>(k.p.shape.begin(), k.p.shape.end()));
+  const OutputView out{y.mutable_data(), {}};
   {
     py::gil_scoped_release unlocked;
-    y = dequantize(k.p, o);
+    dequantize(k.p, k.p.codes, k.p.scales, o, out);
   }
-  return owning_array(std::move(y.data), y.shape);
+  return y;
 }
 
 // ---- compare ----------------------------------------------------------------------
@@ -567,13 +587,14 @@ PYBIND11_MODULE(_core, m) {
          std::optional<float> global_amax, int threads, const std::string& impl) {
         const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, std::nullopt, std::nullopt,
                                              parse_input_dtype(dtype), threads, impl);
-        const Tensor t = to_tensor(x, o.input_dtype);
-        Tensor y;
+        const TensorView v = to_view(x, o.input_dtype);
+        py::array_t<float> y(std::vector<py::ssize_t>(v.shape.begin(), v.shape.end()));
+        const OutputView out{y.mutable_data(), {}};
         {
           py::gil_scoped_release unlocked;
-          fake_quant(t, o, y);
+          fake_quant(v, o, out);
         }
-        return owning_array(std::move(y.data), y.shape);
+        return y;
       },
       py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("axis"), py::arg("rounding"),
       py::arg("tail"), py::arg("global_amax"), py::arg("threads"), py::arg("impl"));
@@ -610,11 +631,14 @@ PYBIND11_MODULE(_core, m) {
          const std::string& impl) {
         const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, nibble_order,
                                              scale_bit_order, parse_input_dtype(dtype), threads, impl);
-        const Tensor t = to_tensor(x, o.input_dtype);
+        const TensorView v = to_view(x, o.input_dtype);
+        const PackedHeader sizes = packed_header(v.shape, o);
         PackedTensor p;
+        p.codes.resize(static_cast<size_t>(sizes.code_bytes()));
+        p.scales.resize(static_cast<size_t>(sizes.scale_bytes()));
         {
           py::gil_scoped_release unlocked;
-          quantize(t, o, p);
+          static_cast<PackedHeader&>(p) = quantize(v, o, p.codes, p.scales);
         }
         return make_packed(std::move(p), parse_layout(scale_layout, p.format));
       },

@@ -1,5 +1,5 @@
-"""Inputs are read in place: quantizing a C-contiguous array (numpy or torch)
-allocates the outputs, never a second copy of the input. Measured as the
+"""Inputs are read in place: quantizing an array (numpy or torch) allocates the
+outputs, never a second copy of the input (or its fp32 widening). Measured as the
 process's peak resident memory during the call (VmHWM, reset just before
 it through /proc/self/clear_refs) in a fresh interpreter, with an input large
 enough (64 MiB) that a copy could not hide in the noise."""
@@ -22,6 +22,9 @@ if kind == "torch":
 elif kind == "bf16":
     x = np.full((n // 1024, 1024), 0x3fc0, np.uint16)   # 1.5 in bf16
     x_bytes = x.nbytes
+elif kind == "f32_transposed":               # strided: blocks along axis 0 of the view
+    x = np.full((n // 1024, 1024), 1.5, np.float32).T
+    x_bytes = x.nbytes
 else:
     x = np.full((n // 1024, 1024), 1.5, np.float32)
     x_bytes = x.nbytes
@@ -34,7 +37,7 @@ with open("/proc/self/clear_refs", "w") as f:
 before = status("VmRSS")
 dt = "bf16" if kind == "bf16" else None
 if call == "fake_quant":
-    y = fp4emu.fake_quant(x, "mxfp4.ocp", input_dtype=dt)
+    y = fp4emu.fake_quant(x, "mxfp4.ocp", input_dtype=dt, axis=0 if kind == "f32_transposed" else -1)
     out = y.nbytes
 else:
     p = fp4emu.quantize(x, "mxfp4.ocp", input_dtype=dt)
@@ -44,7 +47,7 @@ print(status("VmHWM") - before, out, x_bytes)
 
 
 @pytest.mark.parametrize("kind, call", [("f32", "fake_quant"), ("f32", "quantize"), ("bf16", "fake_quant"),
-                                        ("torch", "fake_quant")])
+                                        ("torch", "fake_quant"), ("f32_transposed", "fake_quant")])
 def test_no_input_sized_allocation(kind, call):
     if kind == "torch":
         pytest.importorskip("torch")
