@@ -1,6 +1,6 @@
 #pragma once
 // Formats and recipes. A recipe is a named variant of how a format is produced
-// from real numbers; it is plain data (DESIGN.md §3, §10). The canonical ids
+// from real numbers; it is plain data (docs/architecture.md §3, §10). The canonical ids
 // and the spec sections they implement are listed by `fp4emu formats`.
 #include <cstdint>
 #include <optional>
@@ -41,7 +41,7 @@ enum class NibbleOrder : uint8_t {
 std::string_view to_string(NibbleOrder n);
 std::optional<NibbleOrder> parse_nibble_order(std::string_view name);
 
-// HiF4: bit order of the L2/L3 bits inside bytes 1..3 of the scale word (hif4.md §5.2).
+// HiF4: bit order of the L2/L3 bits inside bytes 1..3 of the scale word (docs/spec/hif4.md §5.2).
 enum class ScaleBitOrder : uint8_t {
   lsb_first,  // group 0 in bit 0 (PTO spec, pto-isa)
   msb_first,  // group 0 in bit 7 (CANN AMCT)
@@ -61,7 +61,7 @@ struct Recipe {
   Format format;
   bool is_default;             // the format's default recipe
   std::string_view summary;    // one line for `fp4emu formats`
-  std::string_view spec_ref;   // where it is defined, e.g. "hif4.md §6.1"
+  std::string_view spec_ref;   // where it is defined, e.g. "docs/spec/hif4.md §6.1"
   Rounding element_rounding;   // the recipe's own element rounding
   uint8_t allowed_roundings;   // rounding_bit(...) mask accepted as an override
   TailPolicy default_tail;

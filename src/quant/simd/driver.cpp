@@ -331,7 +331,7 @@ struct NvState {
   }
 };
 
-// nvfp4.md §3 (quantize.cpp prepare): each block takes the NaN-dropping amax
+// docs/spec/nvfp4.md §3 (quantize.cpp prepare): each block takes the NaN-dropping amax
 // of its tile, the 16 blocks at its position in 16 consecutive rows.
 void nv_tile_amax(const detail::StridedIn& x, int axis, int threads, NvState& state) {
   const AxisView v = axis_view(x.shape, axis);

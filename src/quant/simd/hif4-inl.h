@@ -1,4 +1,4 @@
-// Per-target HiF4 block kernels for every recipe of hif4.md §6.0: the steps
+// Per-target HiF4 block kernels for every recipe of docs/spec/hif4.md §6.0: the steps
 // of v14_steps, a6_steps and v12_steps in src/quant/reference/hif4.cpp, one
 // block of 64 at a time. Recipes are data: the per-element arithmetic is a
 // template parameter (Hif4Elements), everything decided once per block (scale
@@ -33,11 +33,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int kHif4Block = 64;
 constexpr int kHif4L3Groups = 16;  // one L3 bit per 4 adjacent elements
 constexpr uint32_t kHif4NanScale = 0xFF;
-constexpr float kHif4C7 = 0.142578125f;  // bf16(1/7), hif4.md notation c7
+constexpr float kHif4C7 = 0.142578125f;  // bf16(1/7), docs/spec/hif4.md notation c7
 constexpr float kHif4ScaleMin = 0x1p-48f;
 constexpr float kHif4ScaleMax = 49152.0f;
 constexpr int32_t kFltMaxBits = 0x7F7FFFFF;
-// V12 (hif4.md §6.6): byte B + 48, B in [-46, 16], fp32 guard 2^-45 in floor(log2(m4 + tiny)).
+// V12 (docs/spec/hif4.md §6.6): byte B + 48, B in [-46, 16], fp32 guard 2^-45 in floor(log2(m4 + tiny)).
 constexpr int kHif4V12Offset = 48;
 constexpr int kHif4V12MinExponent = -46;
 constexpr int kHif4V12MaxExponent = 16;
@@ -71,7 +71,7 @@ struct Hif4Steps {
   uint32_t word = 0;                                // canonical LSB-first scale word
 };
 
-// hif4.md §6.1 step 1 with the non-finite policy (hif4.cpp prepare_lanes):
+// docs/spec/hif4.md §6.1 step 1 with the non-finite policy (hif4.cpp prepare_lanes):
 // torch: NaN lanes count as 0 and make the block NaN, Inf stays; poison: NaN
 // and Inf lanes count as 0 and make the block NaN; passthrough: NaN and Inf
 // lanes count as 0. The exact kernel holds Inf as FLT_MAX: every product
@@ -204,7 +204,7 @@ HWY_INLINE void Hif4StoreFactors(Hif4Steps& s, int k, hn::Mask<Hif4L3Tag> b, hn:
   hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d, s.value_factor + 4 * k);
 }
 
-// hif4.md §6.6 steps 1-4 (hif4.cpp v12_steps): integer exponents of the group maxima.
+// docs/spec/hif4.md §6.6 steps 1-4 (hif4.cpp v12_steps): integer exponents of the group maxima.
 HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
   const Hif4L3Tag d;
   const hn::RebindToSigned<Hif4L3Tag> di;
@@ -240,7 +240,7 @@ HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
   s.word = word;
 }
 
-// hif4.md §6.1 steps 1-6 (§6.2, §6.3, §6.4; §6.5 steps 1-6; §6.6) from the
+// docs/spec/hif4.md §6.1 steps 1-6 (§6.2, §6.3, §6.4; §6.5 steps 1-6; §6.6) from the
 // group maxima in s.m4, lanes across the 16 L3 groups. Step 5 is taken per
 // L3 group: the product is monotone in m, so [max(m4[2j], m4[2j+1]) r >= 4]
 // is the OR of the two groups' [m4 r >= 4], combined on the bits. No vector
@@ -335,7 +335,7 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4A6Product(const Hif4Steps& s, hn::Vec<Hif
   return Bf16Rne(d, hn::Mul(v, hn::Load(d, s.element_factor + i)));
 }
 
-// hif4.md §6.1 step 7 (§6.2, §6.4 step 4, §6.5 steps 6-7, §6.6 step 5): the
+// docs/spec/hif4.md §6.1 step 7 (§6.2, §6.4 step 4, §6.5 steps 6-7, §6.6 step 5): the
 // magnitude code q of each lane, as a float 0..7.
 template <Hif4Elements K, Rounding R>
 HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {

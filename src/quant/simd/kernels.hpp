@@ -12,15 +12,15 @@ namespace fp4emu::simd {
 // The block kernels that exist; which recipes each covers is decided in one
 // place, fast_kernel() in driver.cpp.
 enum class KernelFamily : uint8_t {
-  hif4_v14,    // hif4.md §6.1, §6.3, §6.6: fp32 products (v14, v14_noclip, v14_special, v12_pow2)
-  hif4_amct,   // hif4.md §6.4: fp32 products, element ratio rounded to bf16
-  hif4_f64,    // hif4.md §6.2: exact products (v14_f64)
-  hif4_a6,     // hif4.md §6.5 (hif4.a6), bf16 inputs
-  mxfp4,       // mxfp4.md §4.1-§4.5 scale rules + E2M1 conversion
-  mxfp4_ggml,  // mxfp4.md §4.2, §5.4: ggml's wrapped log2f scale and argmin elements
-  nvfp4,          // nvfp4.md §4: every NVFP4 rule but the two below, one kernel over scale policies
-  nvfp4_4over6,   // nvfp4.md §4.2: two candidate scales, the smaller block error
-  nvfp4_ggml,     // nvfp4.md §4.0: ggml's UE4M3 and argmin elements
+  hif4_v14,    // docs/spec/hif4.md §6.1, §6.3, §6.6: fp32 products (v14, v14_noclip, v14_special, v12_pow2)
+  hif4_amct,   // docs/spec/hif4.md §6.4: fp32 products, element ratio rounded to bf16
+  hif4_f64,    // docs/spec/hif4.md §6.2: exact products (v14_f64)
+  hif4_a6,     // docs/spec/hif4.md §6.5 (hif4.a6), bf16 inputs
+  mxfp4,       // docs/spec/mxfp4.md §4.1-§4.5 scale rules + E2M1 conversion
+  mxfp4_ggml,  // docs/spec/mxfp4.md §4.2, §5.4: ggml's wrapped log2f scale and argmin elements
+  nvfp4,          // docs/spec/nvfp4.md §4: every NVFP4 rule but the two below, one kernel over scale policies
+  nvfp4_4over6,   // docs/spec/nvfp4.md §4.2: two candidate scales, the smaller block error
+  nvfp4_ggml,     // docs/spec/nvfp4.md §4.0: ggml's UE4M3 and argmin elements
 };
 
 struct KernelArgs {

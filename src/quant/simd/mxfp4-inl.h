@@ -29,7 +29,7 @@ constexpr int kMxBlock = 32;
 constexpr uint8_t kMxNanScale = 0xFF;
 using MxTag = hn::CappedTag<float, kMxBlock>;
 
-// mxfp4.md §4: amax = max |V_i| as torch.amax reduces it. Integer max of the
+// docs/spec/mxfp4.md §4: amax = max |V_i| as torch.amax reduces it. Integer max of the
 // magnitude bits: a NaN lane wins (its bits are above +Inf), as in the
 // reference. ggml's `if (amax < fabsf(v))` loop (kNanPropagating false)
 // never takes a NaN: NaN lanes count as 0.
@@ -79,7 +79,7 @@ HWY_INLINE bool MxIsNanBlock(MxTag /*d*/, const MxParams& p, IntVec<MxTag> amax_
   return !hn::AllFalse(di, hn::Gt(amax_bits, hn::Set(di, limit)));
 }
 
-// mxfp4.md §4.1, §4.3-§4.5 steps 1-3: the E8M0 code from the amax bits of a
+// docs/spec/mxfp4.md §4.1, §4.3-§4.5 steps 1-3: the E8M0 code from the amax bits of a
 // block that is not a NaN block. Every rule clamps the shared exponent at
 // -127 (code 0); none reaches 0xFF from a finite amax.
 HWY_INLINE IntVec<MxTag> MxScaleCode(MxTag d, MxScaleRule rule, IntVec<MxTag> amax_bits) {
