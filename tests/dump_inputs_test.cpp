@@ -88,6 +88,22 @@ TEST(DumpInputs, DirectoryGlobAndFilesGiveTheSameTensorsInOrder) {
   EXPECT_EQ(b.bytes().size(), 128u * 4);
 }
 
+// A header of 0x380 bytes starts the file with 80 03, a pickle's PROTO 3
+// opcode: still safetensors, since '{' follows at byte 8.
+TEST(DumpInputs, HeaderLengthThatLooksLikeAPickleIsSafetensors) {
+  TempDir dir;
+  std::string json = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  json.resize(0x380, ' ');
+  std::string file(8, '\0');
+  file[0] = '\x80', file[1] = '\x03';
+  file += json;
+  file += std::string("\0\0\x80\x3f", 4);  // 1.0f
+  testing::write_bytes(dir / "p.safetensors", file);
+  const io::TensorSet set(std::vector<std::string>{(dir / "p.safetensors").string()});
+  ASSERT_EQ(set.tensors().size(), 1u);
+  EXPECT_EQ(set.tensors()[0].info.name, "x");
+}
+
 TEST(DumpInputs, ShardedIndexIsReadAndChecked) {
   TempDir dir;
   write_layers(dir / "m");

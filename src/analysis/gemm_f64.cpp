@@ -19,7 +19,7 @@
 #ifndef FP4EMU_GEMM_F64_ONCE
 #define FP4EMU_GEMM_F64_ONCE
 namespace fp4emu::analysis::gemm_f64_detail {
-constexpr int kRows = 4;        // rows of A per kernel call
+constexpr int kMaxRows = 8;     // rows of A per kernel call, at most
 constexpr int64_t kChunk = 256; // values of k per packed chunk
 }  // namespace fp4emu::analysis::gemm_f64_detail
 #endif
@@ -30,14 +30,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int kVecs = 2;  // vectors of B rows per strip
 
+// Rows per call: 8 x 2 accumulators where there are 32 vector registers
+// (AVX-512), 4 x 2 with 16.
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86
+constexpr int kRows = 8;
+#else
+constexpr int kRows = 4;
+#endif
+static_assert(kRows <= kMaxRows);
+
 #if HWY_TARGET == HWY_SCALAR
 size_t StripWidth() { return 1; }
 #else
 size_t StripWidth() { return kVecs * hn::Lanes(hn::ScalableTag<double>()); }
 #endif
+size_t StripRows() { return kRows; }
 
 // c (rows x W, row-major) += over k in [0, kc): a[r][k] * bp[k][0..W), one fma
-// per step. `rows` <= kRows.
+// per step. `rows` <= StripRows().
 void StripChunk(const double* a, int64_t lda, int rows, const double* bp, int64_t kc, double* c) {
   const size_t w = StripWidth();
 #if HWY_TARGET != HWY_SCALAR && HWY_NATIVE_FMA
@@ -86,6 +96,7 @@ HWY_AFTER_NAMESPACE();
 namespace fp4emu::analysis {
 namespace gemm_f64_detail {
 HWY_EXPORT(StripWidth);
+HWY_EXPORT(StripRows);
 HWY_EXPORT(StripChunk);
 }  // namespace gemm_f64_detail
 
@@ -105,6 +116,7 @@ std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const doub
                                  int64_t n, int threads) {
   using namespace gemm_f64_detail;
   const int64_t w = int64_t(HWY_DYNAMIC_DISPATCH(StripWidth)());
+  const int64_t rows = int64_t(HWY_DYNAMIC_DISPATCH(StripRows)());
   const int64_t strips = (n + w - 1) / w;
   std::vector<double> c(size_t(m * n));
   const int nt = threads > 0 ? threads : omp_get_max_threads();
@@ -119,8 +131,8 @@ std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const doub
         const int64_t kc = std::min(kChunk, d - k0);
         for (int64_t j = 0; j < w; ++j)
           for (int64_t k = 0; k < kc; ++k) bp[size_t(k * w + j)] = j < cols ? b[(j0 + j) * d + k0 + k] : 0.0;
-        for (int64_t i0 = 0; i0 < m; i0 += kRows)
-          HWY_DYNAMIC_DISPATCH(StripChunk)(a.data() + i0 * d + k0, d, int(std::min<int64_t>(kRows, m - i0)),
+        for (int64_t i0 = 0; i0 < m; i0 += rows)
+          HWY_DYNAMIC_DISPATCH(StripChunk)(a.data() + i0 * d + k0, d, int(std::min<int64_t>(rows, m - i0)),
                                            bp.data(), kc, cs.data() + i0 * w);
       }
       for (int64_t i = 0; i < m; ++i)

@@ -361,10 +361,13 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path)
   const detail::InputFile& f = *file_;
   const std::string& file = f.name();
 
-  uint8_t head[8] = {};
-  const size_t head_len = static_cast<size_t>(std::min<uint64_t>(f.size(), 8));
+  uint8_t head[9] = {};
+  const size_t head_len = static_cast<size_t>(std::min<uint64_t>(f.size(), 9));
   f.read(0, head, head_len);
-  if (looks_like_pytorch(head, head_len)) {
+  // A header length of 0x0280..0x0580 (mod 2^16) starts with the bytes of a
+  // pickle PROTO opcode: a safetensors header then follows as '{' at byte 8.
+  const bool json_follows = head_len == 9 && head[8] == '{';
+  if (!json_follows && looks_like_pytorch(head, head_len)) {
     throw InputError(fmt::format("'{}': this is a PyTorch {} file, not safetensors. {}", file,
                                  head[0] == 'P' ? "zip (.pt/.pth/.bin)" : "pickle (.pt/.pth/.bin)",
                                  kPytorchHint));
