@@ -94,6 +94,7 @@ def count(argv):
             return 2
     names = subprocess.run([bench, "--benchmark_list_tests"], check=True, capture_output=True,
                            text=True).stdout.split()
+    names = [base_name(n) for n in names]
     names = [n for n in names if n.split("/")[-1] in ("fast_1t", "reference") and re.search(pattern, n)]
     result = {"elements": elements, "target": None, "instructions_per_element": {}}
     with tempfile.TemporaryDirectory() as tmp:
