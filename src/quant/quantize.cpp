@@ -108,7 +108,7 @@ TensorContext prepare(const ResolvedOptions& o, const float* x, const BlockedVie
                                 : reference::nvfp4_global_amax(recipe, std::span<const float>(x, v.rows() * v.axis_len));
   ctx.nv = reference::nvfp4_tensor_scale(recipe, g);
   if (recipe.nv.tile_2d) {
-    // nvfp4.md §3: the amax of a 16x16 tile (16 consecutive rows x one block)
+    // docs/spec/nvfp4.md §3: the amax of a 16x16 tile (16 consecutive rows x one block)
     // sets the scale of each of its 16 rows.
     const int64_t blocks = padded_len / reference::kNvBlock;
     const int64_t groups = (v.rows() + 15) / 16;

@@ -1,5 +1,5 @@
 #pragma once
-// The packed (quantized) form of a tensor (DESIGN.md §3, §5).
+// The packed (quantized) form of a tensor (docs/architecture.md §3, §7).
 //
 // The tensor is viewed as `rows` rows along the block axis: the block axis is
 // moved last, as kernels store K-major operands. Row r = (outer, inner) holds

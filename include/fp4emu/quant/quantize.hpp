@@ -1,5 +1,5 @@
 #pragma once
-// The quantization API (DESIGN.md §3): quantize -> PackedTensor, dequantize,
+// The quantization API (docs/architecture.md §3): quantize -> PackedTensor, dequantize,
 // fake_quant. All functions throw InputError on bad options or input.
 #include <optional>
 #include <span>

@@ -16,11 +16,11 @@ namespace fp4emu::reference {
 // ---------------------------------------------------------------- HiF4 ------
 inline constexpr int kHif4Block = 64;
 
-// The scale word in its canonical (LSB-first, hif4.md §5.2) form:
+// The scale word in its canonical (LSB-first, docs/spec/hif4.md §5.2) form:
 // bits 7..0 E6M2 code, bit 8+j = L2 bit b_j, bit 16+k = L3 bit c_k.
 // Returns the word; writes 64 codes.
 uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes);
-// Exact decode (hif4.md §4): (-1)^s (q/4) 2^(b+c) E6M2(S); scale 0xFF -> NaN block.
+// Exact decode (docs/spec/hif4.md §4): (-1)^s (q/4) 2^(b+c) E6M2(S); scale 0xFF -> NaN block.
 // For hif4.v12_pow2 the E6M2 byte holds the power-of-two exponent (see hif4.cpp).
 void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes, float* out);
 // Fused fake quantization; equals decode(quantize) except where the recipe
@@ -42,7 +42,7 @@ void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float
 // --------------------------------------------------------------- NVFP4 ------
 inline constexpr int kNvBlock = 16;
 
-// Per-tensor scale, computed once from the global amax G (nvfp4.md §2.2).
+// Per-tensor scale, computed once from the global amax G (docs/spec/nvfp4.md §2.2).
 struct NvTensorScale {
   float global_amax = 0.0f;
   float encode = 1.0f;  // S_enc (1 for single-level recipes)

@@ -1,13 +1,13 @@
-// Scalar reference quantizer of OCP MXFP4, every recipe of mxfp4.md §4.0.
+// Scalar reference quantizer of OCP MXFP4, every recipe of docs/spec/mxfp4.md §4.0.
 //
-// This file is the specification in code (DESIGN.md §1): it follows mxfp4.md
+// This file is the specification in code (docs/architecture.md §1): it follows docs/spec/mxfp4.md
 // step by step and writes every rounding as a named call. Fast paths and
 // golden vectors are checked against it bit for bit.
 //
-// Block (mxfp4.md §0, §3): 32 fp32 values V_0..V_31 share one E8M0 scale code
+// Block (docs/spec/mxfp4.md §0, §3): 32 fp32 values V_0..V_31 share one E8M0 scale code
 // c, X = 2^(c-127) = 2^s; element i is the E2M1 code P_i, v_i = X * e2m1(P_i).
 //
-// Decisions where the spec is open (mxfp4.md §10, §11):
+// Decisions where the spec is open (docs/spec/mxfp4.md §10, §11):
 // - amax reduction: NaN-propagating (torch.amax) for every recipe but ggml,
 //   whose `if (amax < fabsf(v))` loop never takes a NaN (§4 intro, §10 "NaN in block").
 // - Non-finite amax (§4.0 "amax Inf / NaN"): NaN or Inf amax -> scale 0xFF (a
@@ -49,7 +49,7 @@ static_assert(FLT_EVAL_METHOD == 0, "each fp32 operation must round to fp32 (no 
 constexpr uint8_t kNanScale = 0xFF;     // E8M0 NaN (§2)
 constexpr int kE8m0Bias = 127;
 constexpr int kE2m1Emax = 2;            // emax_elem: largest power of two of E2M1 is 4 (§1.1)
-constexpr float kRN16 = 0x1.555556p-3f; // fp32(1/6) = 0x3E2AAAAB (mxfp4.md notation)
+constexpr float kRN16 = 0x1.555556p-3f; // fp32(1/6) = 0x3E2AAAAB (docs/spec/mxfp4.md notation)
 constexpr float kFp32MinNormal = 0x1p-126f;
 
 // ---------------------------------------------------------------------------
@@ -74,13 +74,13 @@ float fp32_rne(double exact) {
 uint32_t fp32_bits(float a) { return std::bit_cast<uint32_t>(a); }
 
 // The unbiased exponent field of an fp32: flog2(a) for a normal a; -127 for
-// zero and subnormals (mxfp4.md §4.1 step 1; every rule clamps those to 0x00).
+// zero and subnormals (docs/spec/mxfp4.md §4.1 step 1; every rule clamps those to 0x00).
 // 128 for Inf/NaN bit patterns.
 int exponent_field_unbiased(uint32_t bits) { return static_cast<int>((bits >> 23) & 0xFFu) - kE8m0Bias; }
 
 // ---------------------------------------------------------------------------
 // floor(RN_binary32(log2(a))): the floor a correctly rounded binary32 log2
-// gives (mxfp4.md §4.2, MX_SCALE_LOG2F_FLOOR). Computed exactly from the bits,
+// gives (docs/spec/mxfp4.md §4.2, MX_SCALE_LOG2F_FLOOR). Computed exactly from the bits,
 // never through the platform's log2f, so every machine gets the same code.
 //
 // Derivation. Write a = m * 2^e with m = M / 2^23 in [1, 2) and M the 24-bit
@@ -161,7 +161,7 @@ uint8_t x86_float_to_uint8(float v) {
 }
 
 // ---------------------------------------------------------------------------
-// mxfp4.md §4: amax over the block, reduced as the recipe's library does it.
+// docs/spec/mxfp4.md §4: amax over the block, reduced as the recipe's library does it.
 float block_amax(const MxParams& p, const float* x) {
   if (p.nan_propagating_amax) {
     // torch.amax(|V|): a NaN anywhere gives NaN; otherwise the exact maximum.
@@ -193,7 +193,7 @@ bool is_poisoning_lane(const MxParams& p, float v) {
 }
 
 // ---------------------------------------------------------------------------
-// Scale code from a block amax that is not a NaN block (mxfp4.md §4.1-§4.5).
+// Scale code from a block amax that is not a NaN block (docs/spec/mxfp4.md §4.1-§4.5).
 
 // §4.1 MX_SCALE_OCP_FLOOR.
 uint8_t scale_ocp_floor(float amax) {
@@ -259,7 +259,7 @@ uint8_t scale_code(const MxParams& p, float amax) {
 }
 
 // ---------------------------------------------------------------------------
-// Element codes (mxfp4.md §4.1 step 4, §5).
+// Element codes (docs/spec/mxfp4.md §4.1 step 4, §5).
 
 // §4.1 step 4 / §5.1-§5.3: y = V * 2^-s, exact in double (V is fp32, |s| <= 128),
 // then one E2M1 rounding with saturation at +-6. The libraries compute y in

@@ -1,7 +1,7 @@
-// NVFP4 scalar reference quantizer: the NVFP4 specification (nvfp4.md) in code.
+// NVFP4 scalar reference quantizer: the NVFP4 specification (docs/spec/nvfp4.md) in code.
 //
 // Every recipe is a fixed sequence of binary32 operations copied from the
-// library it reproduces (nvfp4.md §4.0 variant map). Each C++ float operation
+// library it reproduces (docs/spec/nvfp4.md §4.0 variant map). Each C++ float operation
 // below is one IEEE rounding (the build uses -ffp-contract=off, no fast math),
 // so the order of the operations *is* the recipe: do not "simplify" a/6 into
 // a*(1/6) or x/d into x*(1/d). Every conversion to E4M3 / E2M1 is a named
@@ -71,7 +71,7 @@ float ggml_ue4m3_to_fp32(uint8_t x) {
 namespace {
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
-// nvfp4.md notation: RN16 = fp32(1/6) = 0x3E2AAAAB (folded by the compiler with
+// docs/spec/nvfp4.md notation: RN16 = fp32(1/6) = 0x3E2AAAAB (folded by the compiler with
 // one RNE rounding, as nvcc folds the kernel's constant).
 constexpr float kRN16 = 1.0f / 6.0f;
 constexpr float kE2M1Max = 6.0f;
@@ -88,14 +88,14 @@ constexpr float kRcp2688 = 1.0f / (kE2M1Max * kE4M3Max);
 // ---- Named conversions ------------------------------------------------------
 
 // cvt.rn.satfinite.e4m3x2.f32 / __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)
-// (nvfp4.md §2.1): RNE, |x| > 448 and Inf -> 448, NaN -> 0x7F.
+// (docs/spec/nvfp4.md §2.1): RNE, |x| > 448 and Inf -> 448, NaN -> 0x7F.
 uint8_t cvt_rn_satfinite_ue4m3(float p) { return ue4m3_encode(p, Rounding::rne, Overflow::saturate); }
 
-// PyTorch `.to(torch.float8_e4m3fn)` (nvfp4.md §2.1): RNE without saturation:
+// PyTorch `.to(torch.float8_e4m3fn)` (docs/spec/nvfp4.md §2.1): RNE without saturation:
 // |x| > 464 and Inf become NaN (0x7F).
 uint8_t torch_to_float8_e4m3fn(float p) { return ue4m3_encode(p, Rounding::rne, Overflow::to_special); }
 
-// cvt.rn.satfinite.e2m1x2.f32 (nvfp4.md §1): RNE, saturate at +-6, NaN -> +6
+// cvt.rn.satfinite.e2m1x2.f32 (docs/spec/nvfp4.md §1): RNE, saturate at +-6, NaN -> +6
 // (0x7), -0 and negative underflow -> 0x8. `rounding` replaces RNE when the
 // caller overrides the element rounding (rtz: the CUDA API's cudaRoundZero).
 uint8_t cvt_satfinite_e2m1(float y, Rounding rounding) { return e2m1_encode(y, rounding); }
@@ -143,7 +143,7 @@ float reduce_amax(NvAmaxNan nan_rule, const float* x, size_t n) {
   return a;
 }
 
-// ---- Per-tensor scale (nvfp4.md §2.2) ----------------------------------------
+// ---- Per-tensor scale (docs/spec/nvfp4.md §2.2) ----------------------------------------
 
 // NVIDIA paper / TE (§4.1 step 1): S_enc = fp32(6*M/G), then
 // fminf(., FLT_MAX), then G == 0 or S_enc == 0 -> 1. G = NaN gives FLT_MAX
@@ -182,7 +182,7 @@ float ct_global_scale(float g, NvCtRelease release) {
 // ---- Block quantizers, one per library ---------------------------------------
 // Each returns the UE4M3 scale code and writes 16 unpacked E2M1 codes.
 
-// NVFP4_TE / NVFP4_TE_2D (nvfp4.md §4.1; 2D differs only in the amax passed in).
+// NVFP4_TE / NVFP4_TE_2D (docs/spec/nvfp4.md §4.1; 2D differs only in the amax passed in).
 uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // §4.1 step 2: m = fp32(S_enc * RN16), p = fp32(a_b * m), p = fminf(p, FLT_MAX).
   const float m = ts.encode * kRN16;
@@ -204,7 +204,7 @@ uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t*
   return s;
 }
 
-// NVFP4_TE_4OVER6 (nvfp4.md §4.2). Two candidate scales s6 (block max -> 6)
+// NVFP4_TE_4OVER6 (docs/spec/nvfp4.md §4.2). Two candidate scales s6 (block max -> 6)
 // and s4 (block max -> 4); s4 is kept only if its block error is strictly
 // smaller. S_enc uses M = recipe.nv.tensor_scale_e4m3_max (256 for this
 // recipe, see nvfp4_recipes.cpp).
@@ -265,7 +265,7 @@ uint8_t torchao_nan_code() {
   return static_cast<uint8_t>(normal >> 22);
 }
 
-// NVFP4_TORCHAO (nvfp4.md §4.3): torchao nvfp4_tensor.py nvfp4_quantize
+// NVFP4_TORCHAO (docs/spec/nvfp4.md §4.3): torchao nvfp4_tensor.py nvfp4_quantize
 // (lines 772-850 at 36027d82d). S_dec = ts.decode. NVFP4_TORCHAO_1L is the
 // single-level branch: S_dec = 1 makes t = bs and r = fp32(1/s) exactly as
 // its `data_hp * (1.0 / block_scale_fp32)`.
@@ -290,7 +290,7 @@ uint8_t quantize_torchao(NvDevice device, float s_dec, float a_b, const float* x
   return s;
 }
 
-// ModelOpt's E2M1 cast `_cast_fp4` (nvfp4.md §1, §4.4): bounds table (RNE,
+// ModelOpt's E2M1 cast `_cast_fp4` (docs/spec/nvfp4.md §1, §4.4): bounds table (RNE,
 // > 5 -> 6) on |y|, sign bit from y < 0 (so -0.0 -> 0x0), NaN -> 0x7
 // (NaN sorts last in searchsorted).
 uint8_t modelopt_cast_fp4(float y, Rounding r) {
@@ -299,7 +299,7 @@ uint8_t modelopt_cast_fp4(float y, Rounding r) {
   return static_cast<uint8_t>(magnitude | (y < 0.0f ? 0x8 : 0x0));
 }
 
-// NVFP4_MODELOPT export path (nvfp4.md §4.4): NVFP4QTensor.quantize and
+// NVFP4_MODELOPT export path (docs/spec/nvfp4.md §4.4): NVFP4QTensor.quantize and
 // get_weights_scaling_factor (modelopt/torch/quantization/qtensor/
 // nvfp4_tensor.py lines 63-92, 143-232 at 5a4242fa). S_dec = ts.decode.
 uint8_t quantize_modelopt(float s_dec, float a_b, const float* x, uint8_t* codes, Rounding r) {
@@ -333,7 +333,7 @@ uint8_t ct_cast_fp4(const NvParams& nv, float y, Rounding r) {
   return cvt_satfinite_e2m1(y, r);
 }
 
-// NVFP4_CT compressed-tensors (nvfp4.md §4.5): calculate_qparams, _quantize
+// NVFP4_CT compressed-tensors (docs/spec/nvfp4.md §4.5): calculate_qparams, _quantize
 // (legacy 52792be0: helpers.py:87-124, forward.py:455-489; current ac8e2ba8:
 // helpers.py:70-126, forward_helpers.py:224-332 and 525-547).
 // S_enc = ts.encode (ct_global_scale).
@@ -351,7 +351,7 @@ uint8_t quantize_ct(const NvParams& nv, float s_enc, float a_b, const float* x, 
   return s;
 }
 
-// NVFP4_CUTLASS_EPI (nvfp4.md §4.6), the exact host reference. st = ts.encode.
+// NVFP4_CUTLASS_EPI (docs/spec/nvfp4.md §4.6), the exact host reference. st = ts.encode.
 uint8_t quantize_cutlass_epi(float st, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // pv = fp32(a_b * fp32(st * fp32(1/6))); s = float_ue4m3_t(pv) (RNE satfinite).
   const float st_rn16 = st * kRN16;
@@ -373,7 +373,7 @@ uint8_t quantize_cutlass_epi(float st, float a_b, const float* x, uint8_t* codes
   return s;
 }
 
-// NVFP4_CUDNN, the cuDNN frontend's documented formula only (nvfp4.md §4.0,
+// NVFP4_CUDNN, the cuDNN frontend's documented formula only (docs/spec/nvfp4.md §4.0,
 // §11 item 5; unverified against a binary). The documented formula is
 // scale = quantize_round_up(amax / vmax), out = quantize_round_to_even(vals / scale).
 // Assumptions (none is documented):
@@ -399,7 +399,7 @@ uint8_t quantize_cudnn(const NvTensorScale& ts, float a_b, const float* x, uint8
 }
 
 // NVFP4_GGML, `quantize_row_nvfp4_ref` per 16-element sub-block
-// (ggml-quants.c:384-416 at d99724f2; nvfp4.md §2.1, §6.1). No per-tensor
+// (ggml-quants.c:384-416 at d99724f2; docs/spec/nvfp4.md §2.1, §6.1). No per-tensor
 // scale. The element rule is `best_index_mxfp4` (ggml-quants.c:337-348), an
 // argmin, not a rounding, so `rounding` is not consulted (the recipe allows
 // only ties_to_zero, which is what the argmin amounts to).
@@ -583,7 +583,7 @@ void nvfp4_decode_block(const Recipe& recipe, const NvTensorScale& ts, uint8_t s
     return;
   }
   // No library defines this recipe's dequantize (cudnn, cutlass_epi): the
-  // nvfp4.md §0 reading x^ = fp32(fp32(e2m1 * ue4m3) * S_dec). The first
+  // docs/spec/nvfp4.md §0 reading x^ = fp32(fp32(e2m1 * ue4m3) * S_dec). The first
   // product is exact (2 + 4 significant bits); UE4M3 0x7F is NaN, so the
   // whole block decodes to NaN.
   const float s = ue4m3_decode(scale);
