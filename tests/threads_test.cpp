@@ -81,7 +81,8 @@ TEST(ThreadCount, Gemm) {
   QuantOptions q;
   q.recipe = "mxfp4.ocp";
   const PackedTensor a = quantize(ones(4, 64), q);
-  const PackedTensor b = quantize(ones(3, 64), q);
+  q.axis = 0;  // B is k×n, blocked along k
+  const PackedTensor b = quantize(ones(64, 3), q);
   for (GemmModel model : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast}) {
     for (GemmImpl impl : {GemmImpl::simd, GemmImpl::scalar}) {
       SCOPED_TRACE(std::string(to_string(model)));
