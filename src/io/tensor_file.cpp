@@ -17,9 +17,6 @@ namespace fp4emu::io {
 
 namespace {
 
-bool is_glob(std::string_view pattern) {
-  return pattern.substr(0, 3) == "re:" || pattern.find_first_of("*?[\\") != std::string_view::npos;
-}
 
 // Matches one character class starting at pattern[p] == '['. Returns the
 // index after the closing ']' and sets `matched`; npos if the class is not
@@ -121,6 +118,10 @@ bool glob_match(std::string_view pattern, std::string_view name) {
   return p == pattern.size();
 }
 
+bool is_name_pattern(std::string_view pattern) {
+  return pattern.substr(0, 3) == "re:" || pattern.find_first_of("*?[\\") != std::string_view::npos;
+}
+
 bool name_matches(std::string_view pattern, std::string_view name) {
   if (pattern.substr(0, 3) != "re:") return glob_match(pattern, name);
   // Compiled once per pattern: a selection tries every pattern on every name.
@@ -194,7 +195,7 @@ std::vector<size_t> select_tensors(const TensorFile& file, std::span<const std::
     if (!any) {
       throw InputError(fmt::format(
           "'{}': {} '{}'; the file has {} tensor{}: {} (`fp4emu inspect {}` lists them all)",
-          file.file(), is_glob(pattern) ? "no tensor matches --tensor" : "no tensor named",
+          file.file(), is_name_pattern(pattern) ? "no tensor matches --tensor" : "no tensor named",
           printable(pattern), ts.size(), ts.size() == 1 ? "" : "s", ts.empty() ? "none" : name_list(file),
           file.file()));
     }

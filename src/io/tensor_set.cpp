@@ -196,9 +196,10 @@ std::vector<size_t> select_tensors(const TensorSet& set, std::span<const std::st
       std::string names;
       for (size_t i = 0; i < ts.size() && i < kShown; ++i) names += (i ? ", " : "") + printable(ts[i].info.name, 80);
       if (ts.size() > kShown) names += fmt::format(", ... ({} more)", ts.size() - kShown);
-      throw InputError(fmt::format("'{}': no tensor matches --tensor '{}'; the input{} {} {} tensor{}: {} (`fp4emu "
-                                   "inspect` lists them all)",
-                                   printable(set.label(), 200), printable(pattern), set.files().size() == 1 ? "" : "s",
+      throw InputError(fmt::format("'{}': {} '{}'; the input{} {} {} tensor{}: {} (`fp4emu inspect` lists them all)",
+                                   printable(set.label(), 200),
+                                   is_name_pattern(pattern) ? "no tensor matches --tensor" : "no tensor named",
+                                   printable(pattern), set.files().size() == 1 ? "" : "s",
                                    set.files().size() == 1 ? "has" : "have", ts.size(), ts.size() == 1 ? "" : "s",
                                    ts.empty() ? "none" : names));
     }

@@ -82,6 +82,9 @@ bool glob_match(std::string_view pattern, std::string_view name);
 // must match the whole name (`re:.*\.(q|k)_proj\.input`); anything else is a
 // glob (glob_match). InputError naming the pattern for a malformed regex.
 bool name_matches(std::string_view pattern, std::string_view name);
+// Whether a --tensor value is a glob or regex rather than a plain name (for
+// the message when it selects nothing).
+bool is_name_pattern(std::string_view pattern);
 
 // Indices into file.tensors() (in file order, each once) of the tensors that
 // match any of `patterns` (name_matches); all tensors when `patterns` is empty. InputError,
