@@ -103,7 +103,7 @@ class MetadataReader {
 }  // namespace
 
 std::map<std::string, std::string> packed_metadata(const PackedTensor& p) {
-  return {
+  std::map<std::string, std::string> m = {
       {"fp4emu_version", kVersion},
       {"format", std::string(format_name(p.format))},
       {"recipe", p.recipe_id},
@@ -123,6 +123,9 @@ std::map<std::string, std::string> packed_metadata(const PackedTensor& p) {
       {"layout", "codes: [input shape without axis, padded_len/2] bytes, element 2i of a row in the low nibble "
                  "unless nibble_order says otherwise; scales: [input shape without axis, blocks]"},
   };
+  // Stochastic rounding: where its random bits came from (seed, offset, mapping).
+  if (!p.stochastic.empty()) m["stochastic"] = p.stochastic;
+  return m;
 }
 
 void write_packed(const std::filesystem::path& path, const PackedTensor& p, StoredScaleLayout scale_layout) {
@@ -184,7 +187,8 @@ PackedTensor read_packed(const std::filesystem::path& path) {
   p.padded_len = (p.axis_len + p.block_size - 1) / p.block_size * p.block_size;
   if (m.integer("axis_len", 1, kMaxElements) != p.axis_len) m.bad("axis_len", std::to_string(p.axis_len));
   if (m.integer("padded_len", 1, INT64_MAX) != p.padded_len) m.bad("padded_len", std::to_string(p.padded_len));
-  p.rounding = m.parsed<Rounding>("rounding", parse_rounding, "rne, rha, rtz, tiesToZero or rtp");
+  p.rounding = m.parsed<Rounding>("rounding", parse_rounding, "rne, rha, rtz, tiesToZero, rtp or stochastic");
+  if (const auto it = file.metadata.find("stochastic"); it != file.metadata.end()) p.stochastic = it->second;
   p.tail = m.parsed<TailPolicy>("tail", parse_tail, "pad or error");
   p.nibble_order = m.parsed<NibbleOrder>("nibble_order", parse_nibble_order, "low_first, high_first or split_half");
   p.scale_bit_order = m.parsed<ScaleBitOrder>("scale_bit_order", parse_scale_bit_order, "lsb_first or msb_first");

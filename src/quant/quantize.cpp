@@ -40,7 +40,8 @@ std::string recipe_list() {
 
 std::string rounding_list(uint8_t mask) {
   std::string list;
-  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp}) {
+  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp,
+                     Rounding::stochastic}) {
     if (!(mask & rounding_bit(r))) continue;
     if (!list.empty()) list += ", ";
     list += to_string(r);
@@ -148,6 +149,8 @@ bool run_fast(Impl impl, int threads, const std::string& gap) {
 }
 
 std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const detail::StridedIn& x) {
+  // No fast kernel rounds stochastically yet: the reference does.
+  if (o.rounding == Rounding::stochastic) return "stochastic rounding has no fast kernel";
   std::string gap = simd::fast_path_gap(o, op);
   // Declared-bf16 input is not re-checked by check_bf16_inputs; the fast
   // hif4.a6 kernel needs exact bf16 values.
@@ -286,11 +289,14 @@ ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<i
   }
   o.global_amax = options.global_amax;
   o.input_dtype = options.input_dtype;
+  check_stochastic_bits(options.stochastic, o.rounding == Rounding::stochastic, shape, o.axis);
   return o;
 }
 
 PackedHeader packed_header(const std::vector<int64_t>& shape, const QuantOptions& options) {
-  return header_for(resolve_options(options, shape), shape);
+  PackedHeader p = header_for(resolve_options(options, shape), shape);
+  if (p.rounding == Rounding::stochastic) p.stochastic = describe(options.stochastic);
+  return p;
 }
 
 PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
@@ -318,6 +324,7 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
                                  "use fake-quant, or a recipe with a packed form",
                                  recipe.id));
   PackedHeader p = header_for(o, x.shape);
+  if (o.rounding == Rounding::stochastic) p.stochastic = describe(options.stochastic);
   if (static_cast<int64_t>(codes.size()) < p.code_bytes() || static_cast<int64_t>(scales.size()) < p.scale_bytes())
     throw InputError(fmt::format("quantize: the caller's buffers hold {} code and {} scale bytes; shape {} with "
                                  "recipe {} needs {} and {} (packed_header gives the sizes)",
@@ -347,24 +354,29 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
   const int64_t blocks = p.blocks_per_row();
   const int64_t row_bytes = p.padded_len / 2;
   std::array<uint8_t, kMaxBlock> block_codes{};
+  const bool stochastic = o.rounding == Rounding::stochastic;
+  std::vector<uint8_t> row_rbits(stochastic ? p.padded_len : 0);
   for (int64_t row = 0; row < p.rows; ++row) {
     const std::vector<float> buf = gather_row(dense, v, row, p.padded_len);
+    if (stochastic)
+      stochastic_row_bits(options.stochastic, x.shape, o.axis, block, row, p.padded_len, row_rbits.data());
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
+      const uint8_t* rbits = stochastic ? row_rbits.data() + b * block : nullptr;
       uint8_t* scale_out = scales.data() + (row * blocks + b) * scale_bytes;
       switch (recipe.format) {
         case Format::hif4: {
-          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, block_codes.data());
+          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, block_codes.data(), rbits);
           const uint32_t stored = reference::hif4_word_to_stored(word, o.scale_bit_order);
           for (int i = 0; i < 4; ++i) scale_out[i] = static_cast<uint8_t>(stored >> (8 * i));
           break;
         }
         case Format::mxfp4:
-          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, block_codes.data());
+          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, block_codes.data(), rbits);
           break;
         case Format::nvfp4:
           scale_out[0] = reference::nvfp4_quantize_block(
-              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, block_codes.data());
+              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, block_codes.data(), rbits);
           break;
       }
       uint8_t* row_codes = codes.data() + row * row_bytes;
@@ -484,17 +496,21 @@ void fake_quant(const TensorView& view, const QuantOptions& options, const Outpu
   const TensorContext ctx = prepare(o, dense, v, padded);
 
   std::array<float, kMaxBlock> values{};
+  const bool stochastic = o.rounding == Rounding::stochastic;
+  std::vector<uint8_t> row_rbits(stochastic ? padded : 0);
   for (int64_t row = 0; row < v.rows(); ++row) {
     const std::vector<float> buf = gather_row(dense, v, row, padded);
+    if (stochastic) stochastic_row_bits(options.stochastic, x.shape, o.axis, block, row, padded, row_rbits.data());
     float* y = out.data + at.row_base(row);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
+      const uint8_t* rbits = stochastic ? row_rbits.data() + b * block : nullptr;
       switch (recipe.format) {
-        case Format::hif4: reference::hif4_fake_quant_block(recipe, o.rounding, in, values.data()); break;
-        case Format::mxfp4: reference::mxfp4_fake_quant_block(recipe, o.rounding, in, values.data()); break;
+        case Format::hif4: reference::hif4_fake_quant_block(recipe, o.rounding, in, values.data(), rbits); break;
+        case Format::mxfp4: reference::mxfp4_fake_quant_block(recipe, o.rounding, in, values.data(), rbits); break;
         case Format::nvfp4:
           reference::nvfp4_fake_quant_block(recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks),
-                                            in, values.data());
+                                            in, values.data(), rbits);
           break;
       }
       for (int j = 0; j < block; ++j) {

@@ -83,9 +83,22 @@ struct QuantFlags {
   std::string nibble_order;
   std::string scale_bit_order;
   std::optional<float> global_amax;
+  // --round stochastic: its random bits (stochastic.hpp), generated or read.
+  std::optional<uint64_t> seed, offset;
+  std::string rng, rbits, rbits_map;
   ExecFlags exec;
 };
 void add_quant_flags(CLI::App* cmd, QuantFlags& flags, bool with_packing);
+// The --rbits array, owned here while QuantOptions points at it.
+struct RandomBits {
+  std::vector<uint8_t> bytes;
+  std::vector<uint32_t> words;
+};
+// Reads --rbits (when given) for an input of `shape`: uint8 of the input's
+// shape, or uint32 of its shape with the block axis length L replaced by
+// ceil(L / 4); then points options.stochastic at `storage`.
+void load_random_bits(const QuantFlags& flags, const std::vector<int64_t>& shape, QuantOptions& options,
+                      RandomBits& storage);
 // Turns the flags into QuantOptions; throws InputError on unknown names.
 QuantOptions to_quant_options(const QuantFlags& flags);
 // Resolves "--format F --recipe ID" (ID may omit the "F." prefix) to a recipe id.

@@ -19,9 +19,11 @@ int run(const Args& a) {
   if (std::filesystem::path(a.out).extension() != ".npy")
     throw InputError(
         fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", io::printable(a.out)));
-  check_not_an_input(a.out, "output", {a.in});
+  check_not_an_input(a.out, "output", {a.in, a.flags.rbits});
   QuantOptions o = options;
   const Tensor x = load_tensor(a.in, &o.input_dtype);
+  RandomBits rbits;
+  load_random_bits(a.flags, x.shape, o, rbits);
   const Tensor y = fake_quant(x, o);
   io::write_npy(a.out, io::from_f32(y.shape, y.data));
   return 0;
@@ -35,7 +37,9 @@ void add_fake_quant(CLI::App& app, Action& action) {
   cmd->add_option("IN", args->in, "Input .npy")->required();
   cmd->add_option("OUT", args->out, "Output .npy (fp32, same shape)")->required();
   add_quant_flags(cmd, args->flags, false);
-  cmd->footer("Example: fp4emu fake-quant x.npy xq.npy --format nvfp4 --recipe nvfp4.torchao --axis -1");
+  cmd->footer("Example: fp4emu fake-quant x.npy xq.npy --format nvfp4 --recipe nvfp4.torchao --axis -1\n"
+              "         fp4emu fake-quant g.npy gq.npy --format nvfp4 --round stochastic --seed 42 --offset 0\n"
+              "         fp4emu fake-quant g.npy gq.npy --format mxfp4 --round stochastic --rbits r.npy");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

@@ -23,8 +23,10 @@ int run_quantize(const QuantizeArgs& a) {
   if (std::filesystem::path(a.out).extension() != ".safetensors")
     throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors",
                                  io::printable(a.out)));
-  check_not_an_input(a.out, "output", {a.in});
+  check_not_an_input(a.out, "output", {a.in, a.flags.rbits});
   const Tensor x = load_tensor(a.in, &o.input_dtype);
+  RandomBits rbits;
+  load_random_bits(a.flags, x.shape, o, rbits);
   const PackedTensor p = quantize(x, o);
   // The scales in the layout the kernel reads (scale_layout.hpp has the byte maps).
   const std::optional<StoredScaleLayout> layout = parse_stored_scale_layout(a.scale_layout);

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -164,7 +165,21 @@ void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
   cmd->add_option("--recipe,-r", f.recipe, "Recipe id, e.g. hif4.a6 or a6 with --format hif4 (see `fp4emu formats`)");
   cmd->add_option("--axis", f.axis, "Block axis (negative counts from the end)")->default_val(-1)->check(axis_range());
   cmd->add_option("--tail", f.tail, "Axis length not a multiple of the block: pad | error (default: the recipe's)");
-  cmd->add_option("--round", f.round, "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero");
+  cmd->add_option("--round", f.round,
+                  "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero | stochastic "
+                  "(stochastic needs --seed or --rbits)");
+  cmd->add_option("--seed", f.seed, "--round stochastic: Philox4x32-10 key of the random bits")->check(any_seed());
+  cmd->add_option("--offset", f.offset, "--round stochastic with --seed: Philox offset (default 0)")
+      ->check(any_seed());
+  cmd->add_option("--rng", f.rng,
+                  "--round stochastic with --seed: element-to-stream mapping, philox-te (TransformerEngine's "
+                  "stream, one thread per block; the default) or philox-index (counter = element index)");
+  cmd->add_option("--rbits", f.rbits,
+                  "--round stochastic: the random bits as a .npy, uint8 of the input's shape (one byte per "
+                  "element) or uint32 (one cvt.rs e2m1x4 word per 4 elements along the block axis)");
+  cmd->add_option("--rbits-map", f.rbits_map,
+                  "Byte of a 32-bit random word that feeds each of its 4 elements: te (byte i -> element i, "
+                  "TransformerEngine's fallback; the default) or ptx (the PTX ISA text's reading)");
   cmd->add_option("--global-amax", f.global_amax,
                   "NVFP4: per-tensor amax to use instead of the input's (0, or at least 2688/FLT_MAX ~ 7.9e-36)")
       ->check(real_in({0, std::numeric_limits<float>::max(), false, false, true}));
@@ -200,7 +215,44 @@ QuantOptions to_quant_options(const QuantFlags& f) {
   }
   if (!f.round.empty()) {
     o.rounding = parse_rounding(f.round);
-    if (!o.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", f.round));
+    if (!o.rounding)
+      throw InputError(
+          fmt::format("--round '{}' is unknown; use rne, rha, rtz, tiesToZero or stochastic", io::printable(f.round, 40)));
+  }
+  // Random bits only with --round stochastic, from exactly one source.
+  const bool stochastic = o.rounding == Rounding::stochastic;
+  for (const auto& [given, name] : {std::pair{f.seed.has_value(), "--seed"}, {f.offset.has_value(), "--offset"},
+                                    {!f.rng.empty(), "--rng"}, {!f.rbits.empty(), "--rbits"},
+                                    {!f.rbits_map.empty(), "--rbits-map"}})
+    if (given && !stochastic)
+      throw InputError(fmt::format("{} applies to --round stochastic only (the element rounding is {})", name,
+                                   o.rounding ? std::string(to_string(*o.rounding)) : "the recipe's own"));
+  if (stochastic && !f.seed && f.rbits.empty())
+    throw InputError("--round stochastic needs its random bits: --seed S (Philox4x32-10, see --rng) or --rbits "
+                     "FILE.npy");
+  if (f.seed && !f.rbits.empty())
+    throw InputError("--seed and --rbits are two sources of random bits; give one");
+  if ((f.offset || !f.rng.empty()) && !f.seed)
+    throw InputError(fmt::format("{} applies to generated bits (--seed); with --rbits the file holds the bits",
+                                 f.offset ? "--offset" : "--rng"));
+  if (f.seed) {
+    o.stochastic.seed = f.seed;
+    o.stochastic.offset = f.offset.value_or(0);
+    if (!f.rng.empty()) {
+      const std::optional<SrRng> rng = parse_sr_rng(f.rng);
+      if (!rng)
+        throw InputError(fmt::format("--rng '{}' is unknown; use philox-te or philox-index", io::printable(f.rng, 40)));
+      o.stochastic.rng = *rng;
+    }
+    if (!f.rbits_map.empty() && o.stochastic.rng == SrRng::philox_index)
+      throw InputError("--rbits-map applies to 32-bit words (--rbits uint32, --rng philox-te), not to "
+                       "--rng philox-index, which gives each element its own byte");
+  }
+  if (!f.rbits_map.empty()) {
+    const std::optional<RbitsMap> map = parse_rbits_map(f.rbits_map);
+    if (!map)
+      throw InputError(fmt::format("--rbits-map '{}' is unknown; use te or ptx", io::printable(f.rbits_map, 40)));
+    o.stochastic.map = *map;
   }
   if (!f.nibble_order.empty()) {
     o.nibble_order = parse_nibble_order(f.nibble_order);
@@ -228,6 +280,44 @@ QuantOptions to_quant_options(const QuantFlags& f) {
   o.impl = exec.impl;
   o.threads = exec.threads;
   return o;
+}
+
+void load_random_bits(const QuantFlags& f, const std::vector<int64_t>& shape, QuantOptions& o,
+                      RandomBits& storage) {
+  if (f.rbits.empty()) return;
+  const std::string name = io::printable(f.rbits);
+  if (std::filesystem::path(f.rbits).extension() != ".npy")
+    throw InputError(fmt::format("--rbits {}: expected a .npy file (uint8 or uint32)", name));
+  const io::Array a = io::read_npy(f.rbits);
+  const int rank = static_cast<int>(shape.size());
+  const int axis = o.axis < 0 ? o.axis + rank : o.axis;
+  if (axis < 0 || axis >= rank) return;  // resolve_options names the bad axis
+  std::vector<int64_t> want = shape;
+  auto shape_text = [](const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  if (a.dtype == io::DType::u8) {
+    if (!f.rbits_map.empty())
+      throw InputError(fmt::format("--rbits-map applies to uint32 words; --rbits {} holds one byte per element",
+                                   name));
+    if (a.shape != want)
+      throw InputError(fmt::format("--rbits {}: uint8 shape {} differs from the input's {} (one byte per element)",
+                                   name, shape_text(a.shape), shape_text(want)));
+    storage.bytes = a.bytes;
+    o.stochastic.bytes = storage.bytes;
+  } else if (a.dtype == io::DType::u32) {
+    want[axis] = (want[axis] + 3) / 4;
+    if (a.shape != want)
+      throw InputError(fmt::format("--rbits {}: uint32 shape {} should be {}: the input's shape with axis {} "
+                                   "(length {}) holding one word per 4 elements",
+                                   name, shape_text(a.shape), shape_text(want), axis, shape[axis]));
+    storage.words.resize(a.bytes.size() / 4);
+    for (size_t i = 0; i < storage.words.size(); ++i)
+      for (int b = 0; b < 4; ++b) storage.words[i] |= static_cast<uint32_t>(a.bytes[4 * i + b]) << (8 * b);
+    o.stochastic.words = storage.words;
+  } else {
+    throw InputError(fmt::format("--rbits {}: dtype {} is not random bits; use uint8 (one byte per element) or "
+                                 "uint32 (one word per 4 elements)",
+                                 name, io::dtype_name(a.dtype)));
+  }
 }
 
 Tensor load_tensor(const std::filesystem::path& path, InputDType* dtype) {

@@ -30,6 +30,7 @@ struct PackedHeader {
   int block_size = 0;
 
   Rounding rounding = Rounding::rne;  // element rounding used
+  std::string stochastic;             // Rounding::stochastic: its random bits (stochastic.hpp describe())
   TailPolicy tail = TailPolicy::pad;
   NibbleOrder nibble_order = NibbleOrder::low_first;
   ScaleBitOrder scale_bit_order = ScaleBitOrder::lsb_first;

@@ -9,6 +9,7 @@
 #include "fp4emu/codec/rounding.hpp"
 #include "fp4emu/quant/packed_tensor.hpp"
 #include "fp4emu/quant/recipe.hpp"
+#include "fp4emu/quant/stochastic.hpp"
 #include "fp4emu/quant/tensor.hpp"
 #include "fp4emu/quant/view.hpp"
 
@@ -28,6 +29,7 @@ struct QuantOptions {
   int axis = -1;                        // block axis; negative counts from the end
   std::optional<TailPolicy> tail;       // default: the recipe's
   std::optional<Rounding> rounding;     // element-rounding override, where the recipe allows it
+  StochasticBits stochastic;            // Rounding::stochastic: its random bits (exactly one source)
   std::optional<NibbleOrder> nibble_order;
   std::optional<ScaleBitOrder> scale_bit_order;  // HiF4 only
   std::optional<float> global_amax;     // NVFP4: per-tensor amax (default: from the input)

@@ -5,6 +5,8 @@
 // (src/quant/quantize.cpp) gathers blocks along the axis, pads tails and packs.
 //
 // Codes are unpacked here: one 4-bit code per byte (sign in bit 3).
+// `rbits` is the random byte of each element of the block, read only when the
+// rounding is Rounding::stochastic (then it is required).
 #include <cstdint>
 #include <span>
 
@@ -19,13 +21,15 @@ inline constexpr int kHif4Block = 64;
 // The scale word in its canonical (LSB-first, docs/spec/hif4.md §5.2) form:
 // bits 7..0 E6M2 code, bit 8+j = L2 bit b_j, bit 16+k = L3 bit c_k.
 // Returns the word; writes 64 codes.
-uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes);
+uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
+                             const uint8_t* rbits = nullptr);
 // Exact decode (docs/spec/hif4.md §4): (-1)^s (q/4) 2^(b+c) E6M2(S); scale 0xFF -> NaN block.
 // For hif4.v12_pow2 the E6M2 byte holds the power-of-two exponent (see hif4.cpp).
 void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes, float* out);
 // Fused fake quantization; equals decode(quantize) except where the recipe
 // says otherwise (V14-special passes NaN/Inf through).
-void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out);
+void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
+                           const uint8_t* rbits = nullptr);
 // Scale word bit order conversion between canonical LSB-first and stored form.
 uint32_t hif4_word_to_stored(uint32_t canonical, ScaleBitOrder order);
 uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order);
@@ -34,10 +38,12 @@ uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order);
 inline constexpr int kMxBlock = 32;
 
 // Returns the E8M0 scale code; writes 32 codes.
-uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes);
+uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
+                             const uint8_t* rbits = nullptr);
 // v_i = 2^(c-127) * e2m1(P_i) rounded to fp32; 0xFF -> NaN block.
 void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out);
-void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out);
+void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
+                            const uint8_t* rbits = nullptr);
 
 // --------------------------------------------------------------- NVFP4 ------
 inline constexpr int kNvBlock = 16;
@@ -57,7 +63,7 @@ float nvfp4_block_amax(const Recipe& recipe, const float* x, int n);
 // Returns the UE4M3 scale code; writes 16 codes. `block_amax` is the amax the
 // scale is derived from (of the 16 values, or of the 16x16 tile).
 uint8_t nvfp4_quantize_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
-                             float block_amax, const float* x, uint8_t* codes);
+                             float block_amax, const float* x, uint8_t* codes, const uint8_t* rbits = nullptr);
 // The recipe's library dequantize (docs/formats.md, NVFP4 dequantize table).
 void nvfp4_decode_block(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale,
                         const uint8_t* codes, float* out);
@@ -75,6 +81,6 @@ bool nvfp4_decode_positive_zero(const Recipe& recipe);
 uint8_t ggml_fp32_to_ue4m3(float x);
 float ggml_ue4m3_to_fp32(uint8_t x);
 void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
-                            float block_amax, const float* x, float* out);
+                            float block_amax, const float* x, float* out, const uint8_t* rbits = nullptr);
 
 }  // namespace fp4emu::reference

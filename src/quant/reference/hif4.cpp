@@ -146,9 +146,12 @@ bool code_is_negative(ZeroSign rule, float v) {
 // from an exact half-away rounding of 4t only at 4t = 0.5 - 2^-25 in fp32,
 // where u rounds up to 1.0 and q = 1 (docs/spec/hif4.md §6.1 step 7).
 // The other allowed roundings are research overrides: 4t rounded exactly on
-// the q/4 grid, saturating at 1.75.
+// the q/4 grid, saturating at 1.75; stochastic (fp4emu's own definition, no
+// HiF4 library has one) is the integer rule of E2M1's cvt.rs on that grid,
+// with the element's random byte r.
 template <typename Real>
-uint8_t round_element(Real t, Rounding rounding) {
+uint8_t round_element(Real t, Rounding rounding, uint8_t r) {
+  if (rounding == Rounding::stochastic) return static_cast<uint8_t>(s1p2_encode_sr(static_cast<double>(t), r) & 0x7);
   if (rounding == Rounding::rha) {
     const Real u = Real(4) * t + Real(0.5);
     if (!(u < Real(8))) return 7;  // q >= 8 -> 7 (also +Inf)
@@ -174,7 +177,8 @@ std::optional<uint8_t> e6m2_encode_unclamped(float s0) {
 // Real = double: exact products (V14-numpy, `hif4.v14_f64`).
 // ---------------------------------------------------------------------------
 template <typename Real>
-void v14_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, BlockSteps& out) {
+void v14_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, const Lanes& lanes,
+               BlockSteps& out) {
   // docs/spec/hif4.md §6.1 step 1
   const Maxima mx = block_maxima(lanes.v);
 
@@ -239,7 +243,7 @@ void v14_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, Block
     const Real a = std::fabs(Real(lanes.v[i]));
     Real t = a * pow2<Real>(-bc) * Real(r);
     if (p.bf16_element_ratio) t = bf16_rne(t);
-    out.q[i] = round_element<Real>(t, rounding);
+    out.q[i] = round_element<Real>(t, rounding, rbits ? rbits[i] : 0);
     // docs/spec/hif4.md §6.1 step 8: the sign of the code comes from x.
     out.negative[i] = code_is_negative(p.zero_sign, lanes.v[i]);
   }
@@ -311,7 +315,8 @@ int floor_log2(float a) {
   return std::ilogb(a);
 }
 
-void v12_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, BlockSteps& out) {
+void v12_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, const Lanes& lanes,
+               BlockSteps& out) {
   const Maxima mx = block_maxima(lanes.v);
 
   // docs/spec/hif4.md §6.6 step 1: e4[k] = floor(log2(m4[k] + tiny)), the sum in fp32.
@@ -340,7 +345,7 @@ void v12_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, Block
   for (int i = 0; i < kHif4Block; ++i) {
     const int shift = B + out.l2[l2_group(i)] + out.l3[l3_group(i)];
     const float t = std::ldexp(std::fabs(lanes.v[i]), -shift);  // exact unless below 2^-126 (q = 0 then)
-    out.q[i] = round_element<float>(t, rounding);
+    out.q[i] = round_element<float>(t, rounding, rbits ? rbits[i] : 0);
     out.negative[i] = code_is_negative(p.zero_sign, lanes.v[i]);
   }
 }
@@ -348,22 +353,24 @@ void v12_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, Block
 // ---------------------------------------------------------------------------
 // All recipes: non-finite policy, the recipe's steps, then the NaN override.
 // ---------------------------------------------------------------------------
-BlockSteps run_steps(const Recipe& recipe, Rounding rounding, const float* x) {
+BlockSteps run_steps(const Recipe& recipe, Rounding rounding, const float* x, const uint8_t* rbits) {
   if (recipe.format != Format::hif4)
     throw InputError("hif4 reference: recipe '" + std::string(recipe.id) + "' is not a hif4 recipe");
   if ((recipe.allowed_roundings & rounding_bit(rounding)) == 0)
     throw InputError("recipe '" + std::string(recipe.id) + "' does not allow element rounding '" +
                      std::string(to_string(rounding)) + "' (its rounding is '" +
                      std::string(to_string(recipe.element_rounding)) + "')");
+  if (rounding == Rounding::stochastic && rbits == nullptr)
+    throw InputError("hif4 reference: stochastic rounding needs one random byte per element");
 
   const Hif4Params& p = recipe.hif4;
   const Lanes lanes = prepare_lanes(p.non_finite, x);
   BlockSteps steps;
   switch (p.arithmetic) {
-    case Hif4Arithmetic::fp32: v14_steps<float>(p, rounding, lanes, steps); break;
-    case Hif4Arithmetic::exact: v14_steps<double>(p, rounding, lanes, steps); break;
+    case Hif4Arithmetic::fp32: v14_steps<float>(p, rounding, rbits, lanes, steps); break;
+    case Hif4Arithmetic::exact: v14_steps<double>(p, rounding, rbits, lanes, steps); break;
     case Hif4Arithmetic::bf16: a6_steps(p, rounding, lanes, steps); break;
-    case Hif4Arithmetic::pow2_v12: v12_steps(p, rounding, lanes, steps); break;
+    case Hif4Arithmetic::pow2_v12: v12_steps(p, rounding, rbits, lanes, steps); break;
   }
   if (lanes.nan_block) steps.scale_code = kNanScale;
   return steps;
@@ -391,8 +398,9 @@ uint8_t reverse_bits(uint8_t b) {
 
 }  // namespace
 
-uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes) {
-  const BlockSteps s = run_steps(recipe, rounding, x);
+uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
+                             const uint8_t* rbits) {
+  const BlockSteps s = run_steps(recipe, rounding, x, rbits);
   for (int i = 0; i < kHif4Block; ++i) codes[i] = static_cast<uint8_t>((s.negative[i] ? 0x8 : 0x0) | s.q[i]);
   return pack_word(s);
 }
@@ -416,8 +424,9 @@ void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes
 
 // The references fake-quantize without materialising codes (docs/spec/hif4.md §6.1
 // step 8): the value is formed from q, b, c and s directly.
-void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out) {
-  const BlockSteps s = run_steps(recipe, rounding, x);
+void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
+                           const uint8_t* rbits) {
+  const BlockSteps s = run_steps(recipe, rounding, x, rbits);
   if (s.scale_code == kNanScale) {
     std::fill(out, out + kHif4Block, std::nanf(""));
   } else {

@@ -9,9 +9,12 @@ namespace {
 
 // V14 family and V12: the own rounding is rha, computed as the literal
 // floor(fp32(4t + 1/2)) of docs/spec/hif4.md §6.1 step 7. rne, rtz and tiesToZero are
-// research overrides that round 4t exactly on the q/4 grid (no source uses them).
+// research overrides that round 4t exactly on the q/4 grid (no source uses them);
+// so is stochastic, fp4emu's own definition for HiF4 (no HiF4 library has SR):
+// the E2M1 cvt.rs integer rule on the q/4 grid, one random byte per element.
 constexpr uint8_t kV14Roundings = rounding_bit(Rounding::rha) | rounding_bit(Rounding::rne) |
-                                  rounding_bit(Rounding::rtz) | rounding_bit(Rounding::ties_to_zero);
+                                  rounding_bit(Rounding::rtz) | rounding_bit(Rounding::ties_to_zero) |
+                                  rounding_bit(Rounding::stochastic);
 // A6 (docs/spec/hif4.md §6.5 step 9, §10.3): the kernel and golden use RNE (ROUND_R); the
 // document says ROUND_A (half away). Both are offered.
 constexpr uint8_t kA6Roundings = rounding_bit(Rounding::rne) | rounding_bit(Rounding::rha);

@@ -265,12 +265,14 @@ uint8_t scale_code(const MxParams& p, float amax) {
 // then one E2M1 rounding with saturation at +-6. The libraries compute y in
 // fp32 (V / X, V * (1/X), V * fp32(2^(127-c))); that rounds only when |y| <
 // 2^-126, where every element rounding gives the same signed zero (§5.1).
-uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v) {
+uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v, uint8_t r) {
   const double y = std::ldexp(static_cast<double>(v), kE8m0Bias - static_cast<int>(c));
   // microxcaling (7bc4195 mx/mx_ops.py:285, mx/elemwise_ops.py:63): the quotient
   // A / 2^shared_exp is an fp32 division, and "nearest" is torch.sign(A) *
   // floor(|A| + 0.5); torch.sign of +-0 is +0, so a zero quotient gives +0.
   if (p.zero_sign == MxZeroSign::torch_sign && fp32_rne(y) == 0.0f) return 0x0;
+  // §5.5: stochastic rounding is the integer rule of cvt.rs on the exact y.
+  if (rounding == Rounding::stochastic) return e2m1_encode_sr(y, r);
   return e2m1_encode(y, rounding);
 }
 
@@ -301,9 +303,9 @@ uint8_t element_ggml_argmin(uint8_t c, float v) {
   return static_cast<uint8_t>(best_index);
 }
 
-uint8_t element_code(const MxParams& p, Rounding rounding, uint8_t c, float v) {
+uint8_t element_code(const MxParams& p, Rounding rounding, uint8_t c, float v, uint8_t r) {
   switch (p.element_select) {
-    case MxElementSelect::convert: return element_convert(p, rounding, c, v);
+    case MxElementSelect::convert: return element_convert(p, rounding, c, v, r);
     case MxElementSelect::ggml_argmin: return element_ggml_argmin(c, v);
   }
   return 0;
@@ -319,7 +321,8 @@ void check_recipe(const Recipe& recipe, const char* what) {
 void check_rounding(const Recipe& recipe, Rounding rounding) {
   if (recipe.allowed_roundings & rounding_bit(rounding)) return;
   std::string accepted;
-  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp})
+  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp,
+                     Rounding::stochastic})
     if (recipe.allowed_roundings & rounding_bit(r))
       accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(r));
   throw InputError("mxfp4: recipe '" + std::string(recipe.id) + "' does not accept element rounding '" +
@@ -327,7 +330,7 @@ void check_rounding(const Recipe& recipe, Rounding rounding) {
 }
 
 // The codes of a NaN block (MxNanBlockCodes).
-void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8_t* codes) {
+void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8_t* codes, const uint8_t* rbits) {
   switch (p.nan_block_codes) {
     case MxNanBlockCodes::torchao_cuda:
       // pytorch/ao 36027d82d mx_tensor.py:359 data_lp = data_hp * inv_scale with
@@ -340,7 +343,7 @@ void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8
       std::array<float, kMxBlock> cleaned;
       for (int i = 0; i < kMxBlock; ++i) cleaned[i] = is_poisoning_lane(p, x[i]) ? 0.0f : x[i];
       const uint8_t c = scale_code(p, block_amax(p, cleaned.data()));
-      for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, cleaned[i]);
+      for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, cleaned[i], rbits ? rbits[i] : 0);
       return;
     }
   }
@@ -348,9 +351,12 @@ void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8
 
 }  // namespace
 
-uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes) {
+uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
+                             const uint8_t* rbits) {
   check_recipe(recipe, "mxfp4_quantize_block");
   check_rounding(recipe, rounding);
+  if (rounding == Rounding::stochastic && rbits == nullptr)
+    throw InputError("mxfp4_quantize_block: stochastic rounding needs one random byte per element");
   const MxParams& p = recipe.mx;
 
   // §4: amax = max_i |V_i|, as the recipe's library reduces it.
@@ -361,12 +367,12 @@ uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
   // rounded amax overflowing); ggml's 0xFF is an ordinary exponent.
   const uint8_t c = is_nan_block(p, amax) ? kNanScale : scale_code(p, amax);
   if (c == kNanScale && p.element_select == MxElementSelect::convert) {
-    nan_block_codes(p, rounding, x, codes);
+    nan_block_codes(p, rounding, x, codes, rbits);
     return kNanScale;
   }
 
   // §4.1 step 4: the element codes.
-  for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, x[i]);
+  for (int i = 0; i < kMxBlock; ++i) codes[i] = element_code(p, rounding, c, x[i], rbits ? rbits[i] : 0);
   return c;
 }
 
@@ -396,9 +402,10 @@ void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* code
 }
 
 // The reference fake quantization is, by definition, decode(quantize(x)).
-void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out) {
+void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
+                            const uint8_t* rbits) {
   std::array<uint8_t, kMxBlock> codes;
-  const uint8_t scale = mxfp4_quantize_block(recipe, rounding, x, codes.data());
+  const uint8_t scale = mxfp4_quantize_block(recipe, rounding, x, codes.data(), rbits);
   mxfp4_decode_block(recipe, scale, codes.data(), out);
 }
 

@@ -8,11 +8,16 @@ namespace fp4emu {
 namespace {
 
 // The OCP spec makes RNE mandatory and allows other element roundings (§4.1);
-// the convert recipes accept the deterministic ones fp4emu implements.
-// Stochastic rounding comes later. rtp is a scale rounding, not an element one.
+// the convert recipes accept the deterministic ones fp4emu implements. rtp is
+// a scale rounding, not an element one.
 constexpr uint8_t kConvertRoundings = rounding_bit(Rounding::rne) | rounding_bit(Rounding::rha) |
                                       rounding_bit(Rounding::rtz) |
                                       rounding_bit(Rounding::ties_to_zero);
+// Stochastic rounding (§5.5, the integer rule of PTX cvt.rs): the OCP recipe
+// (the spec allows roundings besides RNE) and NVIDIA's rceil, whose hardware
+// has cvt.rs. torchao (ceil, even) and ggml offer none; microxcaling's
+// "dither" is another arithmetic (fp32 floor(|y| + U)), not offered.
+constexpr uint8_t kSrRoundings = kConvertRoundings | rounding_bit(Rounding::stochastic);
 
 constexpr Recipe mx_recipe(std::string_view id, bool is_default, std::string_view summary,
                            std::string_view spec_ref, Rounding element_rounding,
@@ -40,7 +45,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.ocp", true,
               "OCP MX v1.0 §6.3: X = 2^(floor(log2 amax) - 2) from the exponent bits, E2M1 RNE, "
               "saturate",
-              "docs/spec/mxfp4.md §4.1, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.1, §5.1", Rounding::rne, kSrRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::ocp_floor,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,
@@ -51,7 +56,7 @@ constexpr std::array<Recipe, 6> kMxfp4Recipes = {
     mx_recipe("mxfp4.rceil", false,
               "NVIDIA (cuBLAS/cuDNN/TE/CUTLASS/torchao RCEIL): scale = cvt.rp.satfinite.ue8m0"
               "(fp32(amax * fp32(1/6))), E2M1 RNE",
-              "docs/spec/mxfp4.md §4.5, §5.1", Rounding::rne, kConvertRoundings, NibbleOrder::low_first,
+              "docs/spec/mxfp4.md §4.5, §5.1", Rounding::rne, kSrRoundings, NibbleOrder::low_first,
               MxParams{.scale_rule = MxScaleRule::rceil,
                        .scale_range = MxScaleRange::clamp,
                        .nan_propagating_amax = true,

@@ -183,7 +183,8 @@ float ct_global_scale(float g, NvCtRelease release) {
 // Each returns the UE4M3 scale code and writes 16 unpacked E2M1 codes.
 
 // NVFP4_TE / NVFP4_TE_2D (docs/spec/nvfp4.md §4.1; 2D differs only in the amax passed in).
-uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t* codes, Rounding r) {
+uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t* codes, Rounding r,
+                    const uint8_t* rbits) {
   // §4.1 step 2: m = fp32(S_enc * RN16), p = fp32(a_b * m), p = fminf(p, FLT_MAX).
   const float m = ts.encode * kRN16;
   float p = a_b * m;
@@ -197,9 +198,11 @@ uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t*
   // §4.1 step 4: y = fp32(x * enc_b) (mul.f32x2), then cvt.rn.satfinite.e2m1x2.
   // The TE python reference maps -0.0 to code 0; the kernel's cvt keeps the
   // sign (0x8). We follow the kernel (the hardware recipe, §4.7).
+  // Stochastic rounding (§5, gradients): cvt.rs.satfinite.e2m1x4.f32 with the
+  // element's random byte, the integer rule (NaN -> +6 as in cvt.rn).
   for (int i = 0; i < kNvBlock; ++i) {
     const float y = x[i] * enc_b;
-    codes[i] = cvt_satfinite_e2m1(y, r);
+    codes[i] = r == Rounding::stochastic ? e2m1_encode_sr(y, rbits[i]) : cvt_satfinite_e2m1(y, r);
   }
   return s;
 }
@@ -535,10 +538,13 @@ float nvfp4_block_amax(const Recipe& recipe, const float* x, int n) {
 }
 
 uint8_t nvfp4_quantize_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
-                             float block_amax, const float* x, uint8_t* codes) {
+                             float block_amax, const float* x, uint8_t* codes, const uint8_t* rbits) {
   const float a_b = block_amax;
+  if (rounding == Rounding::stochastic && (recipe.nv.rule != NvScaleRule::te || rbits == nullptr))
+    throw InputError("nvfp4_quantize_block: stochastic rounding needs a TransformerEngine recipe and one "
+                     "random byte per element (recipe " + std::string(recipe.id) + ")");
   switch (recipe.nv.rule) {
-    case NvScaleRule::te: return quantize_te(ts, a_b, x, codes, rounding);
+    case NvScaleRule::te: return quantize_te(ts, a_b, x, codes, rounding, rbits);
     case NvScaleRule::te_4over6: return quantize_te_4over6(recipe.nv, ts, a_b, x, codes, rounding);
     case NvScaleRule::torchao: return quantize_torchao(recipe.nv.device, ts.decode, a_b, x, codes, rounding);
     case NvScaleRule::torchao_1l: return quantize_torchao(recipe.nv.device, 1.0f, a_b, x, codes, rounding);
@@ -605,13 +611,13 @@ void nvfp4_decode_block_unscaled(const Recipe& recipe, uint8_t scale, const uint
 }
 
 void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts, float block_amax,
-                            const float* x, float* out) {
+                            const float* x, float* out, const uint8_t* rbits) {
   if (recipe.nv.rule == NvScaleRule::modelopt_fq) {
     fake_quant_modelopt_fq(ts.decode, block_amax, x, out, rounding);
     return;
   }
   uint8_t codes[kNvBlock];
-  const uint8_t scale = nvfp4_quantize_block(recipe, rounding, ts, block_amax, x, codes);
+  const uint8_t scale = nvfp4_quantize_block(recipe, rounding, ts, block_amax, x, codes, rbits);
   nvfp4_decode_block(recipe, ts, scale, codes, out);
 }
 

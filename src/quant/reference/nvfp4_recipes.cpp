@@ -7,8 +7,9 @@ namespace {
 
 // Element roundings a caller may ask for instead of the recipe's own: RNE and
 // RZ, the two modes of the CUDA E2M1 conversion API (docs/spec/nvfp4.md §5: cudaRoundZero
-// exists, no library recipe uses it). Stochastic rounding (§5, gradients)
-// comes with its own issue.
+// exists, no library recipe uses it). Stochastic rounding (§5, gradients):
+// TransformerEngine's recipes (the TE scale rule, 1D and 2D), whose kernels
+// use cvt.rs.satfinite.e2m1x4; no other NVFP4 library offers it.
 constexpr uint8_t kConvertRoundings = rounding_bit(Rounding::rne) | rounding_bit(Rounding::rtz);
 
 constexpr Recipe nv_recipe(std::string_view id, bool is_default, std::string_view summary, std::string_view spec_ref,
@@ -20,7 +21,8 @@ constexpr Recipe nv_recipe(std::string_view id, bool is_default, std::string_vie
       .summary = summary,
       .spec_ref = spec_ref,
       .element_rounding = Rounding::rne,
-      .allowed_roundings = kConvertRoundings,
+      .allowed_roundings = static_cast<uint8_t>(
+          kConvertRoundings | (nv.rule == NvScaleRule::te ? rounding_bit(Rounding::stochastic) : 0)),
       .default_tail = TailPolicy::pad,  // docs/spec/nvfp4.md §3 [proposal]: zero-pad, a_b unchanged
       .nibble_order = NibbleOrder::low_first,  // docs/spec/nvfp4.md §6.1: lower index in bits 3..0
       .scale_bit_order = ScaleBitOrder::lsb_first,  // HiF4 only

@@ -1,0 +1,123 @@
+// Stochastic rounding's random bytes, per row of the blocked tensor
+// (fp4emu/quant/stochastic.hpp).
+#include "fp4emu/quant/stochastic.hpp"
+
+#include <fmt/format.h>
+
+#include "fp4emu/codec/philox.hpp"
+#include "fp4emu/error.hpp"
+
+namespace fp4emu {
+namespace {
+
+struct Rows {
+  int64_t outer = 1, axis_len = 0, inner = 1;
+};
+
+Rows rows_of(const std::vector<int64_t>& shape, int axis) {
+  Rows r;
+  for (int d = 0; d < axis; ++d) r.outer *= shape[d];
+  r.axis_len = shape[axis];
+  for (size_t d = axis + 1; d < shape.size(); ++d) r.inner *= shape[d];
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(RbitsMap m) { return m == RbitsMap::te ? "te" : "ptx"; }
+
+std::optional<RbitsMap> parse_rbits_map(std::string_view name) {
+  if (name == "te") return RbitsMap::te;
+  if (name == "ptx") return RbitsMap::ptx;
+  return std::nullopt;
+}
+
+int rbits_byte(RbitsMap m, int j) {
+  // PTX: "lower 8 bits from both 16-bit halves of rbits are used for operands
+  // e, f and upper 8 bits for operands a, b"; element j is operand f, e, b, a
+  // (TE passes {a, b, e, f} = elements {3, 2, 1, 0}), so f <- byte 0,
+  // e <- byte 2, b <- byte 1, a <- byte 3.
+  static constexpr int kPtx[4] = {0, 2, 1, 3};
+  return m == RbitsMap::te ? j : kPtx[j];
+}
+
+std::string_view to_string(SrRng r) { return r == SrRng::philox_te ? "philox-te" : "philox-index"; }
+
+std::optional<SrRng> parse_sr_rng(std::string_view name) {
+  if (name == "philox-te") return SrRng::philox_te;
+  if (name == "philox-index") return SrRng::philox_index;
+  return std::nullopt;
+}
+
+void check_stochastic_bits(const StochasticBits& bits, bool stochastic, const std::vector<int64_t>& shape,
+                           int axis) {
+  const int sources = (!bits.bytes.empty()) + (!bits.words.empty()) + bits.seed.has_value();
+  if (!stochastic) {
+    if (sources != 0)
+      throw InputError("random bits (a seed or an rbits array) were given, but the element rounding is not "
+                       "stochastic; add --round stochastic, or drop the random bits");
+    return;
+  }
+  if (sources == 0)
+    throw InputError("stochastic rounding needs its random bits: give a seed (--seed S, Philox4x32-10) or "
+                     "an array (--rbits FILE.npy, uint8 per element or uint32 per 4 elements)");
+  if (sources > 1)
+    throw InputError("stochastic rounding takes one source of random bits: a seed, a uint8 array or a "
+                     "uint32 array, not several");
+  const Rows r = rows_of(shape, axis);
+  const int64_t numel = r.outer * r.axis_len * r.inner;
+  if (!bits.bytes.empty() && static_cast<int64_t>(bits.bytes.size()) != numel)
+    throw InputError(fmt::format("the uint8 random-bit array holds {} bytes; the input has {} elements "
+                                 "(one byte per element, the input's shape)",
+                                 bits.bytes.size(), numel));
+  const int64_t words = r.outer * ((r.axis_len + 3) / 4) * r.inner;
+  if (!bits.words.empty() && static_cast<int64_t>(bits.words.size()) != words)
+    throw InputError(fmt::format("the uint32 random-bit array holds {} words; the input needs {} (one word "
+                                 "per 4 elements along axis {}: the input's shape with that axis of length "
+                                 "{} replaced by {})",
+                                 bits.words.size(), words, axis, r.axis_len, (r.axis_len + 3) / 4));
+}
+
+void stochastic_row_bits(const StochasticBits& bits, const std::vector<int64_t>& shape, int axis, int block,
+                         int64_t row, int64_t padded_len, uint8_t* out) {
+  const Rows r = rows_of(shape, axis);
+  const int64_t o = row / r.inner, i = row % r.inner;
+  const int64_t word_len = (r.axis_len + 3) / 4;
+  const int64_t blocks_per_row = padded_len / block;
+  for (int64_t k = 0; k < padded_len; ++k) {
+    if (k >= r.axis_len) {
+      out[k] = 0;
+      continue;
+    }
+    const int lane = static_cast<int>(k % 4);
+    uint32_t word = 0;
+    int byte = 0;
+    if (!bits.bytes.empty()) {
+      out[k] = bits.bytes[(o * r.axis_len + k) * r.inner + i];
+      continue;
+    } else if (!bits.words.empty()) {
+      word = bits.words[(o * word_len + k / 4) * r.inner + i];
+      byte = rbits_byte(bits.map, lane);
+    } else if (bits.rng == SrRng::philox_te) {
+      const uint64_t thread = static_cast<uint64_t>(row * blocks_per_row + k / block);
+      word = philox_stream_word(*bits.seed, thread, bits.offset, static_cast<uint64_t>((k % block) / 4));
+      byte = rbits_byte(bits.map, lane);
+    } else {
+      const uint64_t flat = static_cast<uint64_t>((o * r.axis_len + k) * r.inner + i);
+      word = philox4x32(philox_counter(flat / 16, bits.offset), philox_key(*bits.seed))[(flat % 16) / 4];
+      byte = static_cast<int>(flat % 4);
+    }
+    out[k] = static_cast<uint8_t>(word >> (8 * byte));
+  }
+}
+
+std::string describe(const StochasticBits& bits) {
+  if (!bits.bytes.empty()) return "given bytes";
+  if (!bits.words.empty()) return fmt::format("given words map={}", to_string(bits.map));
+  if (!bits.seed) return "";
+  if (bits.rng == SrRng::philox_te)
+    return fmt::format("philox-te seed={} offset={} map={}", *bits.seed, bits.offset, to_string(bits.map));
+  return fmt::format("philox-index seed={} offset={}", *bits.seed, bits.offset);
+}
+
+}  // namespace fp4emu
