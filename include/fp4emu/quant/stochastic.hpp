@@ -16,8 +16,7 @@ namespace fp4emu {
 
 // Which byte of a 32-bit cvt.rs...e2m1x4 word feeds element j (0..3) of a
 // group of 4 consecutive elements along the block axis. The two published
-// readings disagree for elements 1 and 2; hardware must settle it
-// (tools/sr_rbits_probe.cu).
+// readings disagree for elements 1 and 2; only sm_100a hardware can settle it.
 enum class RbitsMap : uint8_t {
   te,   // TransformerEngine's software fallback: element j <- bits [8j+7 : 8j]
   ptx,  // the PTX ISA text: elements 0, 1, 2, 3 <- bytes 0, 2, 1, 3
