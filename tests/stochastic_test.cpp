@@ -178,6 +178,7 @@ TEST(Stochastic, ReproducibleAcrossImplementationsAndThreads) {
         QuantOptions o;
         o.recipe = recipe;
         o.axis = axis;
+        o.tail = TailPolicy::pad;  // hif4.amct refuses tails by default
         o.rounding = Rounding::stochastic;
         o.stochastic.seed = 99;
         o.stochastic.rng = rng;
