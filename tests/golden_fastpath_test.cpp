@@ -46,7 +46,7 @@ PackedTensor load_operand(const json& c, const std::string& side, const std::str
   x.shape = in.shape;
   x.data = io::to_f32(in);
   QuantOptions o;
-  o.recipe = c["recipe"];
+  o.recipe = c["recipe"].get<std::string>();
   o.axis = axis;
   o.tail = TailPolicy::pad;
   o.input_dtype = c["input_dtype"] == "bf16" ? InputDType::bf16 : InputDType::f32;
@@ -89,7 +89,7 @@ void run_case(const json& c, const fs::path& out) {
   x.shape = in.shape;
   x.data = io::to_f32(in);
   QuantOptions o;
-  o.recipe = c["recipe"];
+  o.recipe = c["recipe"].get<std::string>();
   o.axis = c["options"]["axis"];
   o.tail = parse_tail(c["options"]["tail"].get<std::string>());
   o.nibble_order = parse_nibble_order(c["options"]["nibble_order"].get<std::string>());
