@@ -407,7 +407,17 @@ TEST_P(SimdVsReference, SpecialBlocks) {
   for (int j = 0; j < block; j += 2) underflow[j] = -0x1p-133f;
   underflow[block / 2 + 1] = 0x1.fep127f;
   blocks.push_back(underflow);
-  expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), options_for(c), "special blocks");
+  const Tensor rows = blocks_tensor(blocks, block, bf16);
+  expect_fast_equals_reference(rows, options_for(c), "special blocks");
+  // The same blocks as columns, quantized along axis 0: the driver's gathered
+  // tile path, where a kernel must not read an input it has already overwritten.
+  Tensor columns;
+  const int64_t count = rows.shape[0];
+  columns.shape = {block, count};
+  columns.data.resize(rows.data.size());
+  for (int64_t b = 0; b < count; ++b)
+    for (int j = 0; j < block; ++j) columns.data[j * count + b] = rows.data[b * block + j];
+  expect_fast_equals_reference(columns, options_for(c, 0), "special blocks along axis 0");
 }
 
 TEST_P(SimdVsReference, RaggedTailsOfEveryLength) {

@@ -456,9 +456,14 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
     }
     for_each_tile(v, threads, [&](int64_t o_, int64_t i0, int64_t columns, int64_t k0, int64_t n, float* buffer) {
       gather_tile(x, v, o_, i0, columns, k0, n, buffer);
+      // Kernels take restrict pointers and may reread their input after
+      // writing (hif4.v14_special's pass-through): never call them in place.
+      thread_local std::vector<float> quantized;
+      quantized.resize(kTileRunValues);
       for (int64_t c = 0; c < columns; ++c) {
         float* row = buffer + c * kTileRunValues;
-        fake_quant_values(nv.at(k, o_ * v.inner + i0 + c, k0), row, row, n);
+        fake_quant_values(nv.at(k, o_ * v.inner + i0 + c, k0), row, quantized.data(), n);
+        std::copy_n(quantized.data(), n, row);
       }
       scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
     });
