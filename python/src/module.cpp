@@ -560,7 +560,7 @@ PYBIND11_MODULE(_core, m) {
     py::list out;
     for (const Recipe& r : all_recipes()) {
       py::list allowed;
-      for (Rounding x : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp})
+      for (Rounding x : kAllRoundings)
         if (r.allowed_roundings & rounding_bit(x)) allowed.append(std::string(to_string(x)));
       py::dict d;
       d["id"] = std::string(r.id);

@@ -40,8 +40,7 @@ std::string recipe_list() {
 
 std::string rounding_list(uint8_t mask) {
   std::string list;
-  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp,
-                     Rounding::stochastic}) {
+  for (Rounding r : kAllRoundings) {
     if (!(mask & rounding_bit(r))) continue;
     if (!list.empty()) list += ", ";
     list += to_string(r);

@@ -20,8 +20,7 @@ constexpr FormatLine kFormats[] = {
 
 std::string roundings(uint8_t mask) {
   std::string s;
-  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp,
-                     Rounding::stochastic})
+  for (Rounding r : kAllRoundings)
     if (mask & rounding_bit(r)) s += (s.empty() ? "" : ",") + std::string(to_string(r));
   return s;
 }

@@ -21,6 +21,10 @@ enum class Rounding : uint8_t {
   stochastic,
 };
 
+// Every rounding, in declaration order: for lists of what a recipe allows.
+inline constexpr Rounding kAllRoundings[] = {Rounding::rne, Rounding::rha,        Rounding::rtz,
+                                             Rounding::ties_to_zero, Rounding::rtp, Rounding::stochastic};
+
 inline constexpr int kStochasticBits = 8;  // random bits per element (cvt.rs e2m1x4: 32 per 4)
 
 std::string_view to_string(Rounding r);

@@ -321,8 +321,7 @@ void check_recipe(const Recipe& recipe, const char* what) {
 void check_rounding(const Recipe& recipe, Rounding rounding) {
   if (recipe.allowed_roundings & rounding_bit(rounding)) return;
   std::string accepted;
-  for (Rounding r : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero, Rounding::rtp,
-                     Rounding::stochastic})
+  for (Rounding r : kAllRoundings)
     if (recipe.allowed_roundings & rounding_bit(r))
       accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(r));
   throw InputError("mxfp4: recipe '" + std::string(recipe.id) + "' does not accept element rounding '" +
