@@ -18,17 +18,8 @@ using fp4emu::testing::TempDir;
 namespace {
 
 fp4emu::testing::CliResult run_limited(const std::string& limit_kb, const std::string& args) {
-  const std::string cmd = "sh -c 'ulimit -f " + limit_kb + " && exec \"$0\" \"$@\"' " + FP4EMU_CLI_PATH + " " + args +
-                          " 2>&1";
-  fp4emu::testing::CliResult r{-1, {}};
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return fp4emu::testing::run_shell("sh -c 'ulimit -f " + limit_kb + " && exec \"$0\" \"$@\"' " + FP4EMU_CLI_PATH +
+                                    " " + args);
 }
 
 }  // namespace

@@ -38,8 +38,9 @@ struct CliResult {
 };
 
 // Runs the fp4emu binary with `args` (already shell-quoted where needed).
-inline CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(FP4EMU_CLI_PATH) + " " + args + " 2>&1";
+// Runs a shell command line, stderr folded into the output.
+inline CliResult run_shell(const std::string& command_line) {
+  const std::string cmd = command_line + " 2>&1";
   CliResult r{-1, {}};
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -50,6 +51,8 @@ inline CliResult run_cli(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+inline CliResult run_cli(const std::string& args) { return run_shell(std::string(FP4EMU_CLI_PATH) + " " + args); }
 
 // Bit-identical, except that any NaN equals any NaN.
 inline bool same_bits(float a, float b) {
