@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli.hpp"
+#include "html_report.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/printable.hpp"
 #include "fp4emu/version.hpp"
@@ -94,6 +95,7 @@ int run_main(int argc, char** argv) {
                io::printable(e.what(), 2000));
     return 2;
   }
+  html::set_command_line(argc, argv);  // shown on --report pages
   try {
     return cli->action ? cli->action() : 0;
   } catch (const InputError& e) {

@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "report.hpp"
+#include "report_pages.hpp"
 #include "fp4emu/analysis/compare.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
@@ -35,6 +36,7 @@ struct Args {
   bool bf16_bits = false;
   std::string json_out;
   std::string csv_out;
+  std::string report_out;
   std::string progress = "auto";
 };
 
@@ -254,10 +256,15 @@ int run(const Args& a) {
   }
   if (!a.json_out.empty() && a.json_out == a.csv_out)
     throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
+  for (const std::string* other : {&a.json_out, &a.csv_out})
+    if (!a.report_out.empty() && a.report_out == *other)
+      throw InputError(fmt::format("--report and --{} both name '{}'; give two files",
+                                   other == &a.json_out ? "json" : "csv", a.report_out));
 
   const io::TensorSet set(a.inputs);
   check_output(a.json_out, "--json", set);
   check_output(a.csv_out, "--csv", set);
+  html::check_report_path(a.report_out, set.files());
   const std::vector<size_t> chosen = io::select_tensors(set, a.tensors);
   if (chosen.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", set.label()));
   for (size_t i : chosen) check_tensor(set, i, a, recipes, options);
@@ -341,7 +348,7 @@ int run(const Args& a) {
       "quantized to 0;\nzeros = outputs equal to 0; saturated = inputs clipped to the largest code of their block; "
       "NaN/Inf = non-finite inputs and outputs.\n");
 
-  if (!a.json_out.empty()) {
+  if (!a.json_out.empty() || !a.report_out.empty()) {
     ordered_json j;
     j["tool"] = "fp4emu compare";
     j["version"] = kVersion;
@@ -384,7 +391,8 @@ int run(const Args& a) {
       pj.push_back(e);
     }
     j["pooled"] = pj;
-    write_text(a.json_out, j.dump(2) + "\n");
+    if (!a.json_out.empty()) write_text(a.json_out, j.dump(2) + "\n");
+    if (!a.report_out.empty()) html::write_page(a.report_out, html::compare_page(j));
   }
   if (!a.csv_out.empty()) {
     std::string csv = kCsvHeader;
@@ -427,6 +435,7 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write every number as JSON to this file");
   cmd->add_option("--csv", args->csv_out, "Also write every number as CSV to this file (one row per tensor x recipe)");
+  html::add_report_option(cmd, args->report_out);
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
   cmd->footer(

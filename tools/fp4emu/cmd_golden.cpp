@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "cli.hpp"
+#include "report_pages.hpp"
+#include "fp4emu/error.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/atomic_file.hpp"
 
@@ -22,18 +24,22 @@ int run_generate(const GenerateArgs& a) {
 }
 
 struct VerifyArgs {
-  std::string suite, candidate, junit;
+  std::string suite, candidate, junit, report;
   golden::VerifyOptions options;
   bool json = false;
 };
 
 int run_verify(const VerifyArgs& a) {
   if (!a.junit.empty()) io::check_output_path(a.junit, "--junit");
+  if (!a.report.empty() && a.report == a.junit)
+    throw InputError(fmt::format("--report and --junit both name '{}'; give two files", a.report));
+  html::check_report_path(a.report, {});
   const golden::VerifyReport r = golden::verify_suite(a.suite, a.candidate, a.options);
   if (!a.junit.empty()) {
     const std::string xml = golden::report_junit(r);
     io::write_file_atomic(a.junit, {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()});
   }
+  if (!a.report.empty()) html::write_page(a.report, html::verify_page(r, a.options));
   fmt::print("{}", a.json ? golden::report_json(r) : golden::report_text(r));
   return r.exit_code();
 }
@@ -94,6 +100,7 @@ void add_golden(CLI::App& app, Action& action) {
       ->check(integer_in(0, 1 << 30, "0 lists none"));
   ver->add_flag("--json", v->json, "Machine-readable report on stdout");
   ver->add_option("--junit", v->junit, "Also write a JUnit XML report to this file (one testcase per suite case)");
+  html::add_report_option(ver, v->report);
   ver->add_flag("--strict", v->options.strict,
                 "Also compare element codes (and HiF4 L2/L3 bits) of NaN-scale blocks, fp4emu's convention");
   ver->add_flag("--skip-missing", v->options.skip_missing,

@@ -10,6 +10,7 @@
 #include "cli.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "report_pages.hpp"
 #include "study.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
@@ -38,6 +39,7 @@ struct Args {
   int64_t n = 256;
   uint64_t seed = 0;
   std::string out;
+  std::string report;
 };
 
 constexpr const char* kColumns =
@@ -260,6 +262,16 @@ ordered_json report_header(const Args& a, const Study& study, const Dump& dump, 
   return root;
 }
 
+// --report: the page of resq.json with each recipe's chart inline, written last.
+void write_report(const std::string& path, const ordered_json& root,
+                  const std::vector<std::pair<std::string, io::RgbImage>>& charts) {
+  std::vector<html::Figure> figures;
+  for (const auto& [file, image] : charts)
+    figures.push_back({"Activation and output QSNR by sparsity pattern", file, io::encode_png(image)});
+  html::write_page(path, html::resq_page(root, figures));
+  fmt::print("wrote {}\n", path);
+}
+
 int run(const Args& a) {
   const Study study = resolve_study(a.study);
   const std::vector<SparsityPattern> patterns = plan_patterns(a);
@@ -270,6 +282,8 @@ int run(const Args& a) {
   const Dump dump(a.study.inputs, a.study.tensors);
   std::optional<Dump> weights;  // every weight counts (stacked q/k/v): no deduplication
   if (!a.weights.empty()) weights.emplace(std::vector<std::string>{a.weights}, std::vector<std::string>{}, false);
+  html::check_report_path(a.report, dump.set().files());
+  if (weights) html::check_report_path(a.report, weights->set().files());
   Results res = study_all(a, study, dump, weights, patterns, transform, opt);
   pool(res.per, patterns);
 
@@ -319,6 +333,7 @@ int run(const Args& a) {
     written.push_back(file);
   }
   fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
+  if (!a.report.empty()) write_report(a.report, root, charts);
   return 0;
 }
 
@@ -351,6 +366,7 @@ void add_resq(CLI::App& app, Action& action) {
       ->default_val(0)
       ->check(any_seed());
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
+  html::add_report_option(cmd, args->report);
   cmd->footer("Example: fp4emu resq dump/ --weights model.safetensors.index.json --format hif4,mxfp4 "
               "--pattern dense,2:4,4:8,channel50 --progress always --out resq/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });

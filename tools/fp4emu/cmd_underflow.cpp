@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "report_pages.hpp"
 #include "study.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
@@ -39,6 +40,7 @@ struct Args {
   std::string detail = "auto";
   int detail_rows = 256;
   std::string out;
+  std::string report;
 };
 
 struct Run {  // one recipe x transform
@@ -366,6 +368,18 @@ void write_outputs(const std::string& dir, const Outputs& o) {
   fmt::print("\nwrote {}/{{{}}}\n", dir, fmt::join(written, ", "));
 }
 
+// --report: the page of summary.json with the heatmaps inline, written last.
+void write_report(const std::string& path, const Outputs& o) {
+  std::vector<html::Figure> figures;
+  if (o.summary_png)
+    figures.push_back({"Underflow ratio by layer and tensor kind", "summary_heatmap.png", io::encode_png(*o.summary_png)});
+  if (o.detail_png)
+    figures.push_back({"Underflow per block of " + o.json.at("heatmaps").at("detail_tensor").get<std::string>(),
+                       "detail_heatmap.png", io::encode_png(*o.detail_png)});
+  html::write_page(path, html::underflow_page(o.json, figures));
+  fmt::print("wrote {}\n", path);
+}
+
 std::vector<Run> plan_runs(const Study& study, const std::vector<std::string>& transforms) {
   std::vector<Run> runs;
   const std::vector<std::string> ts = transforms.empty() ? std::vector<std::string>{"none"} : transforms;
@@ -477,6 +491,7 @@ int run(const Args& a) {
 
   const Dump dump(a.study.inputs, a.study.tensors);
   const Sources sources = open_sources(a, runs);
+  html::check_report_path(a.report, dump.set().files());
   std::optional<size_t> detail_index;
   if (a.detail != "auto" && a.detail != "none") {
     detail_index = dump.find(a.detail);
@@ -495,6 +510,7 @@ int run(const Args& a) {
   summary_heatmap(runs, dump, results, out);
   detail_heatmap(a, runs, dump, results, detail_index, out);
   write_outputs(a.out, out);
+  if (!a.report.empty()) write_report(a.report, out);
   return 0;
 }
 
@@ -532,6 +548,7 @@ void add_underflow(CLI::App& app, Action& action) {
       ->default_val(256)
       ->check(integer_in(1, 1 << 16));
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
+  html::add_report_option(cmd, args->report);
   cmd->footer("Example: fp4emu underflow dump/ --tensor 'model.layers.*.mlp.down_proj.input' --progress always "
               "--format mxfp4,nvfp4 --transform none --transform rht --out uf/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
