@@ -16,6 +16,8 @@ packages=(
   # instruction counts (its client-request header too).
   valgrind
   python3-matplotlib python3-nbconvert jupyter-nbconvert python3-ipykernel
+  # tests/html_report_test.cpp renders the --report pages in headless Chromium.
+  chromium
   # Checked builds (tools/test.sh): clang with its sanitizer and libFuzzer
   # runtimes, LLVM's OpenMP with the archer tool for ThreadSanitizer, and the
   # symbolizer for readable sanitizer stacks.
