@@ -1,0 +1,185 @@
+#include "distributed.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <numeric>
+
+#ifdef FP4EMU_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace fp4emu::cli::dist {
+namespace {
+
+int g_rank = 0, g_size = 1;
+bool g_started = false;  // MPI_Init called (and MPI_Finalize still due)
+bool g_failed = false;   // a checkpoint has reported a failure: no more collectives
+
+// A launcher's environment: the process is one rank of a job.
+bool launched() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+// The code and message an exception reports (run_main's rules).
+std::pair<int, std::string> describe(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const JobFailed& f) {
+    return {f.exit_code, f.what()};
+  } catch (const InputError& x) {
+    return {2, x.what()};
+  } catch (const std::bad_alloc&) {
+    return {2, "out of memory; the input is too large for this machine"};
+  } catch (const std::exception& x) {
+    return {3, x.what()};
+  } catch (...) {
+    return {3, "unknown exception"};
+  }
+}
+
+#ifdef FP4EMU_HAVE_MPI
+void check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI: {} failed ({})", what, rc));
+}
+
+// Every rank calls it at the same points. The lowest failing rank (if any)
+// broadcasts its code and message; then every rank throws JobFailed.
+void checkpoint(const std::pair<int, std::string>* failure) {
+  int mine = failure ? g_rank : INT_MAX, first = INT_MAX;
+  check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  if (first == INT_MAX) return;
+  g_failed = true;
+  uint64_t head[2] = {0, 0};  // code, message length
+  std::string message;
+  if (g_rank == first) head[0] = uint64_t(failure->first), head[1] = failure->second.size(), message = failure->second;
+  check(MPI_Bcast(head, 2, MPI_UINT64_T, first, MPI_COMM_WORLD), "MPI_Bcast");
+  message.resize(head[1]);
+  check(MPI_Bcast(message.data(), int(head[1]), MPI_CHAR, first, MPI_COMM_WORLD), "MPI_Bcast");
+  throw JobFailed(message, int(head[0]), first);
+}
+
+// Point-to-point in pieces under MPI's int counts.
+constexpr uint64_t kPiece = uint64_t{1} << 30;
+
+void send_bytes(const std::string& s, int to) {
+  const uint64_t n = s.size();
+  check(MPI_Send(&n, 1, MPI_UINT64_T, to, 0, MPI_COMM_WORLD), "MPI_Send");
+  for (uint64_t at = 0; at < n; at += kPiece)
+    check(MPI_Send(s.data() + at, int(std::min(kPiece, n - at)), MPI_CHAR, to, 1, MPI_COMM_WORLD), "MPI_Send");
+}
+
+std::string recv_bytes(int from) {
+  uint64_t n = 0;
+  check(MPI_Recv(&n, 1, MPI_UINT64_T, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+  std::string s(n, '\0');
+  for (uint64_t at = 0; at < n; at += kPiece)
+    check(MPI_Recv(s.data() + at, int(std::min(kPiece, n - at)), MPI_CHAR, from, 1, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  return s;
+}
+#endif
+
+}  // namespace
+
+bool built_with_mpi() {
+#ifdef FP4EMU_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+void start(int* argc, char*** argv) {
+#ifdef FP4EMU_HAVE_MPI
+  if (g_started || !launched()) return;
+  if (MPI_Init(argc, argv) != MPI_SUCCESS) return;  // Open MPI has printed why; run alone
+  g_started = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  // Errors are codes here, turned into JobFailed, not aborts.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (g_rank != 0 && !std::freopen("/dev/null", "w", stdout)) std::fclose(stdout);
+#else
+  (void)argc, (void)argv;
+#endif
+}
+
+int finish(int exit_code) {
+#ifdef FP4EMU_HAVE_MPI
+  if (!g_started) return exit_code;
+  if (g_size > 1 && !g_failed) {
+    try {
+      checkpoint(nullptr);
+    } catch (const JobFailed& f) {
+      exit_code = f.exit_code;  // another rank failed after this one finished: rank 0 says so
+      if (g_rank == 0) fmt::print(stderr, "fp4emu: error (rank {} of {}): {}\n", f.rank, g_size, f.what());
+    }
+  }
+  MPI_Finalize();
+  g_started = false;
+#endif
+  return exit_code;
+}
+
+void fail(std::exception_ptr error) {
+#ifdef FP4EMU_HAVE_MPI
+  if (g_started && g_size > 1 && !g_failed) {
+    const std::pair<int, std::string> f = describe(error);
+    checkpoint(&f);  // throws JobFailed on every rank
+  }
+#endif
+  std::rethrow_exception(error);
+}
+
+int rank() { return g_rank; }
+int size() { return g_size; }
+std::string where() { return g_size == 1 ? "" : fmt::format(" (rank {} of {})", g_rank, g_size); }
+
+std::vector<int> assign(std::span<const uint64_t> costs, int ranks) {
+  std::vector<size_t> order(costs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costs[a] > costs[b]; });
+  std::vector<uint64_t> load(size_t(std::max(ranks, 1)), 0);
+  std::vector<int> owner(costs.size(), 0);
+  for (size_t i : order) {
+    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[i] = int(r);
+    load[r] += std::max<uint64_t>(costs[i], 1);
+  }
+  return owner;
+}
+
+std::vector<size_t> mine(std::span<const int> owners) {
+  std::vector<size_t> items;
+  for (size_t i = 0; i < owners.size(); ++i)
+    if (owners[i] == rank()) items.push_back(i);
+  return items;
+}
+
+std::vector<std::string> gather(std::string payload) {
+  std::vector<std::string> parts;
+#ifdef FP4EMU_HAVE_MPI
+  if (g_size > 1) {
+    checkpoint(nullptr);
+    if (g_rank != 0) {
+      send_bytes(payload, 0);
+      return parts;
+    }
+    parts.push_back(std::move(payload));
+    for (int r = 1; r < g_size; ++r) parts.push_back(recv_bytes(r));
+    return parts;
+  }
+#endif
+  parts.push_back(std::move(payload));
+  return parts;
+}
+
+}  // namespace fp4emu::cli::dist
