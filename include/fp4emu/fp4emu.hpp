@@ -24,6 +24,7 @@
 #include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/quant/sr_options.hpp"
 #include "fp4emu/quant/stochastic.hpp"
 #include "fp4emu/quant/tensor.hpp"
 #include "fp4emu/quant/view.hpp"

@@ -126,34 +126,68 @@ def recipes(format: Optional[str] = None) -> list[dict]:
     return [r for r in all_ if r["format"] == format]
 
 
+def _sr_args(seed, offset, rng, rbits, rbits_map):
+    """The random-bit keywords of rounding="stochastic" (checked with the command line's rule in _core)."""
+    for name, v in (("seed", seed), ("offset", offset)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, _np.integer)) or not 0 <= v < 2**64):
+            raise ValueError(f"{name}={v!r} is not a seed; use an integer in 0..18446744073709551615 (2^64 - 1)")
+    if rbits is not None:
+        if type(rbits).__module__.startswith("torch"):
+            rbits = rbits.detach().cpu().numpy()
+        rbits = _np.asarray(rbits)
+    return _core.SrArgs(None if seed is None else int(seed), None if offset is None else int(offset), rng, rbits,
+                        rbits_map)
+
+
 def fake_quant(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None, tail: Optional[str] = None,
                global_amax: Optional[float] = None, threads: int = 0, impl: str = "auto",
-               input_dtype: Optional[str] = None) -> _np.ndarray:
+               input_dtype: Optional[str] = None, *, seed: Optional[int] = None, offset: Optional[int] = None,
+               rng: Optional[str] = None, rbits: Any = None, rbits_map: Optional[str] = None) -> _np.ndarray:
     """Quantize and dequantize ``x`` with ``recipe`` (an id, or a format for its default): float32, x's shape.
 
     ``axis``: the block axis. ``rounding``: element rounding override
-    (rne, rha, rtz, tiesToZero) where the recipe allows it. ``tail``: pad or
-    error. ``global_amax``: NVFP4's per-tensor amax (default: the input's).
-    ``threads``: 0 = every core (OMP_NUM_THREADS), else 1..1024. ``impl``:
-    auto, reference or fast. The GIL is released while it runs.
+    (rne, rha, rtz, tiesToZero, stochastic) where the recipe allows it.
+    ``tail``: pad or error. ``global_amax``: NVFP4's per-tensor amax
+    (default: the input's). ``threads``: 0 = every core (OMP_NUM_THREADS),
+    else 1..1024. ``impl``: auto, reference or fast. The GIL is released
+    while it runs.
+
+    ``rounding="stochastic"`` takes its random bits from exactly one source
+    (docs/formats.md, "Stochastic rounding"; the same bits as ``fp4emu
+    fake-quant --round stochastic``): ``seed`` (Philox4x32-10 key, with
+    ``offset``, default 0, and the stream mapping ``rng``: ``"philox-te"``,
+    TransformerEngine's, the default, or ``"philox-index"``), or ``rbits``:
+    a uint8 array of x's shape (one byte per element) or a uint32 array
+    with the block axis of length ceil(L/4) (one ``cvt.rs`` e2m1x4 word per
+    4 elements). ``rbits_map`` (``"te"``, the default, or ``"ptx"``) says
+    which byte of a 32-bit word feeds which element.
 
     Example::
 
         >>> x = np.linspace(-3, 3, 32, dtype=np.float32)
         >>> fp4emu.fake_quant(x, "mxfp4.ocp")[:4]
         array([-3., -3., -3., -3.], dtype=float32)
+        >>> g = np.full((1, 32), 0.25, np.float32); g[0, 0] = 6
+        >>> y = fp4emu.fake_quant(g, "mxfp4.ocp", rounding="stochastic", seed=42)
+        >>> sorted(set(y[0, 1:].tolist()))   # 0.25 is a quarter of the way from 0 to 1 (the grid step here)
+        [0.0, 1.0]
     """
     a, dt = _input(x, input_dtype)
-    return _core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl)
+    return _core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl,
+                            _sr_args(seed, offset, rng, rbits, rbits_map))
 
 
 def quantize(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None, tail: Optional[str] = None,
              global_amax: Optional[float] = None, nibble_order: Optional[str] = None,
              scale_bit_order: Optional[str] = None, scale_layout: str = "linear", threads: int = 0,
-             impl: str = "auto", input_dtype: Optional[str] = None) -> Packed:
+             impl: str = "auto", input_dtype: Optional[str] = None, *, seed: Optional[int] = None,
+             offset: Optional[int] = None, rng: Optional[str] = None, rbits: Any = None,
+             rbits_map: Optional[str] = None) -> Packed:
     """The packed form of ``x``: a :class:`Packed` with ``.codes``, ``.scales``, ``.global_scale``.
 
-    Options as :func:`fake_quant`, plus the packing: ``nibble_order``
+    Options as :func:`fake_quant` (stochastic rounding's random bits
+    included: ``p.meta["stochastic"]`` records them, e.g.
+    ``"philox-te seed=42 offset=0 map=te"``), plus the packing: ``nibble_order``
     (low_first, high_first, split_half), ``scale_bit_order`` (HiF4:
     lsb_first, msb_first) and ``scale_layout``: ``linear`` ([..., blocks]),
     ``swizzled_128x4`` (MXFP4/NVFP4, the Blackwell GEMM layout) or
@@ -165,10 +199,12 @@ def quantize(x: Any, recipe: str, axis: int = -1, rounding: Optional[str] = None
         >>> p = fp4emu.quantize(np.ones((2, 32), np.float32), "mxfp4.ocp")
         >>> p.codes.shape, p.scales.shape, p.scales[0, 0]
         ((2, 16), (2, 1), 127)
+        >>> fp4emu.quantize(g, "nvfp4.te", rounding="stochastic", seed=7, offset=3).meta["stochastic"]
+        'philox-te seed=7 offset=3 map=te'
     """
     a, dt = _input(x, input_dtype)
     return _core.quantize(a, dt, recipe, axis, rounding, tail, global_amax, nibble_order, scale_bit_order,
-                          scale_layout, threads, impl)
+                          scale_layout, threads, impl, _sr_args(seed, offset, rng, rbits, rbits_map))
 
 
 def dequantize(packed: Packed, threads: int = 0, impl: str = "auto") -> _np.ndarray:

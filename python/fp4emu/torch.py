@@ -27,15 +27,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import _as_input, _core
+from . import _as_input, _core, _sr_args
 
 __all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "dump_activations"]
 
 
 def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[str] = None,
                tail: Optional[str] = None, global_amax: Optional[float] = None, threads: int = 0,
-               impl: str = "auto", dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+               impl: str = "auto", dtype: Optional[torch.dtype] = None, *, seed: Optional[int] = None,
+               offset: Optional[int] = None, rng: Optional[str] = None, rbits: Any = None,
+               rbits_map: Optional[str] = None) -> torch.Tensor:
     """Quantize and dequantize a tensor: :func:`fp4emu.fake_quant` on tensors (no gradient).
+
+    ``rounding="stochastic"`` with ``seed`` (``offset``, ``rng``) or
+    ``rbits`` (``rbits_map``): the random bits as :func:`fp4emu.fake_quant`
+    takes them, e.g. a gradient rounded as TransformerEngine's NVFP4 recipe
+    does with rng_state (seed, offset):
+    ``fp4emu.torch.fake_quant(g, "nvfp4.te", rounding="stochastic", seed=s, offset=o)``.
 
     The result is float32 (every fake-quantized value is exact there) on
     t's device, or ``dtype`` when given (e.g. ``t.dtype``; NVFP4 values
@@ -49,7 +57,8 @@ def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[
         torch.float32
     """
     a, dt = _as_input(t, None)
-    y = torch.from_numpy(_core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl))
+    y = torch.from_numpy(_core.fake_quant(a, dt, recipe, axis, rounding, tail, global_amax, threads, impl,
+                                          _sr_args(seed, offset, rng, rbits, rbits_map)))
     if t.device.type != "cpu":
         y = y.to(t.device)
     return y if dtype is None else y.to(dtype)

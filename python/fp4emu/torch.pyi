@@ -6,7 +6,9 @@ from torch import nn
 
 def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[str] = None,
                tail: Optional[str] = None, global_amax: Optional[float] = None, threads: int = 0,
-               impl: str = "auto", dtype: Optional[torch.dtype] = None) -> torch.Tensor: ...
+               impl: str = "auto", dtype: Optional[torch.dtype] = None, *, seed: Optional[int] = None,
+               offset: Optional[int] = None, rng: Optional[str] = None, rbits: Any = None,
+               rbits_map: Optional[str] = None) -> torch.Tensor: ...
 
 class FakeQuantize(torch.autograd.Function):
     @staticmethod

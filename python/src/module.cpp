@@ -33,6 +33,7 @@
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/quant/sr_options.hpp"
 #include "fp4emu/threads.hpp"
 #include "fp4emu/version.hpp"
 
@@ -163,7 +164,7 @@ QuantOptions quant_options(const std::string& recipe, int axis, const std::optio
   QuantOptions o;
   o.recipe = recipe;
   o.axis = axis;
-  o.rounding = parse_opt<Rounding>(rounding, "rounding", parse_rounding, "rne, rha, rtz or tiesToZero");
+  o.rounding = parse_opt<Rounding>(rounding, "rounding", parse_rounding, "rne, rha, rtz, tiesToZero or stochastic");
   o.tail = parse_opt<TailPolicy>(tail, "tail", parse_tail, "pad or error");
   o.nibble_order =
       parse_opt<NibbleOrder>(nibble_order, "nibble_order", parse_nibble_order, "low_first, high_first or split_half");
@@ -174,6 +175,39 @@ QuantOptions quant_options(const std::string& recipe, int axis, const std::optio
   o.threads = check_threads(threads);
   o.impl = parse_impl_arg(impl);
   return o;
+}
+
+// rounding="stochastic"'s random bits (fp4emu/quant/stochastic.hpp): the
+// command line's rule and messages in the keywords' spelling. A given array
+// is read in place (`keep` holds a C-contiguous copy when it is not one).
+struct SrArgs {
+  std::optional<uint64_t> seed, offset;
+  std::optional<std::string> rng, rbits_map;
+  std::optional<py::array> rbits;
+};
+
+void attach_sr(QuantOptions& o, const SrArgs& a, const std::vector<int64_t>& shape, py::array& keep) {
+  SrRequest q;
+  q.rounding = o.rounding;
+  q.seed = a.seed;
+  q.offset = a.offset;
+  q.rng = a.rng.value_or("");
+  q.rbits_map = a.rbits_map.value_or("");
+  q.rbits = a.rbits.has_value();
+  apply_sr_request(q, kPythonSrSpelling, o.stochastic);
+  if (!a.rbits) return;
+  const int rank = static_cast<int>(shape.size());
+  const int axis = o.axis < 0 ? o.axis + rank : o.axis;
+  if (axis < 0 || axis >= rank) return;  // resolve_options names the bad axis
+  const py::array& r = *a.rbits;
+  const bool u8 = py::isinstance<py::array_t<uint8_t>>(r), u32 = py::isinstance<py::array_t<uint32_t>>(r);
+  const std::string dtype = u8 ? "u8" : u32 ? "u32" : std::string(py::str(r.dtype()));
+  const bool words = check_rbits_array(dtype, std::vector<int64_t>(r.shape(), r.shape() + r.ndim()), shape, axis,
+                                       a.rbits_map.has_value(), "rbits", kPythonSrSpelling);
+  keep = py::array::ensure(r, py::array::c_style);  // numpy's uint32 is the machine's (little-endian) word
+  const size_t n = static_cast<size_t>(keep.size());
+  if (words) o.stochastic.words = {static_cast<const uint32_t*>(keep.data()), n};
+  else o.stochastic.bytes = {static_cast<const uint8_t*>(keep.data()), n};
 }
 
 StoredScaleLayout parse_layout(const std::string& name, Format f) {
@@ -580,14 +614,25 @@ PYBIND11_MODULE(_core, m) {
     return out;
   });
 
+  // The random-bit keywords of fake_quant / quantize (the package builds one).
+  py::class_<SrArgs>(m, "SrArgs")
+      .def(py::init([](std::optional<uint64_t> seed, std::optional<uint64_t> offset, std::optional<std::string> rng,
+                       std::optional<py::array> rbits, std::optional<std::string> rbits_map) {
+             return SrArgs{seed, offset, std::move(rng), std::move(rbits_map), std::move(rbits)};
+           }),
+           py::arg("seed") = py::none(), py::arg("offset") = py::none(), py::arg("rng") = py::none(),
+           py::arg("rbits") = py::none(), py::arg("rbits_map") = py::none());
+
   m.def(
       "fake_quant",
       [](const py::array& x, const std::string& dtype, const std::string& recipe, int axis,
          const std::optional<std::string>& rounding, const std::optional<std::string>& tail,
-         std::optional<float> global_amax, int threads, const std::string& impl) {
-        const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, std::nullopt, std::nullopt,
-                                             parse_input_dtype(dtype), threads, impl);
+         std::optional<float> global_amax, int threads, const std::string& impl, const SrArgs& sr) {
+        QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, std::nullopt, std::nullopt,
+                                       parse_input_dtype(dtype), threads, impl);
         const TensorView v = to_view(x, o.input_dtype);
+        py::array rbits;
+        attach_sr(o, sr, v.shape, rbits);
         py::array_t<float> y(std::vector<py::ssize_t>(v.shape.begin(), v.shape.end()));
         const OutputView out{y.mutable_data(), {}};
         {
@@ -597,7 +642,7 @@ PYBIND11_MODULE(_core, m) {
         return y;
       },
       py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("axis"), py::arg("rounding"),
-      py::arg("tail"), py::arg("global_amax"), py::arg("threads"), py::arg("impl"));
+      py::arg("tail"), py::arg("global_amax"), py::arg("threads"), py::arg("impl"), py::arg("sr"));
 
   py::class_<Packed, std::shared_ptr<Packed>>(m, "Packed")
       .def_property_readonly("codes", &packed_codes)
@@ -628,10 +673,12 @@ PYBIND11_MODULE(_core, m) {
          const std::optional<std::string>& rounding, const std::optional<std::string>& tail,
          std::optional<float> global_amax, const std::optional<std::string>& nibble_order,
          const std::optional<std::string>& scale_bit_order, const std::string& scale_layout, int threads,
-         const std::string& impl) {
-        const QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, nibble_order,
-                                             scale_bit_order, parse_input_dtype(dtype), threads, impl);
+         const std::string& impl, const SrArgs& sr) {
+        QuantOptions o = quant_options(recipe, axis, rounding, tail, global_amax, nibble_order, scale_bit_order,
+                                       parse_input_dtype(dtype), threads, impl);
         const TensorView v = to_view(x, o.input_dtype);
+        py::array rbits;
+        attach_sr(o, sr, v.shape, rbits);
         const PackedHeader sizes = packed_header(v.shape, o);
         PackedTensor p;
         p.codes.resize(static_cast<size_t>(sizes.code_bytes()));
@@ -644,7 +691,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("axis"), py::arg("rounding"),
       py::arg("tail"), py::arg("global_amax"), py::arg("nibble_order"), py::arg("scale_bit_order"),
-      py::arg("scale_layout"), py::arg("threads"), py::arg("impl"));
+      py::arg("scale_layout"), py::arg("threads"), py::arg("impl"), py::arg("sr"));
 
   m.def(
       "load",

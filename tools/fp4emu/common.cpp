@@ -11,6 +11,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/io/printable.hpp"
+#include "fp4emu/quant/sr_options.hpp"
 
 namespace fp4emu::cli {
 
@@ -219,41 +220,7 @@ QuantOptions to_quant_options(const QuantFlags& f) {
       throw InputError(
           fmt::format("--round '{}' is unknown; use rne, rha, rtz, tiesToZero or stochastic", io::printable(f.round, 40)));
   }
-  // Random bits only with --round stochastic, from exactly one source.
-  const bool stochastic = o.rounding == Rounding::stochastic;
-  for (const auto& [given, name] : {std::pair{f.seed.has_value(), "--seed"}, {f.offset.has_value(), "--offset"},
-                                    {!f.rng.empty(), "--rng"}, {!f.rbits.empty(), "--rbits"},
-                                    {!f.rbits_map.empty(), "--rbits-map"}})
-    if (given && !stochastic)
-      throw InputError(fmt::format("{} applies to --round stochastic only (the element rounding is {})", name,
-                                   o.rounding ? std::string(to_string(*o.rounding)) : "the recipe's own"));
-  if (stochastic && !f.seed && f.rbits.empty())
-    throw InputError("--round stochastic needs its random bits: --seed S (Philox4x32-10, see --rng) or --rbits "
-                     "FILE.npy");
-  if (f.seed && !f.rbits.empty())
-    throw InputError("--seed and --rbits are two sources of random bits; give one");
-  if ((f.offset || !f.rng.empty()) && !f.seed)
-    throw InputError(fmt::format("{} applies to generated bits (--seed); with --rbits the file holds the bits",
-                                 f.offset ? "--offset" : "--rng"));
-  if (f.seed) {
-    o.stochastic.seed = f.seed;
-    o.stochastic.offset = f.offset.value_or(0);
-    if (!f.rng.empty()) {
-      const std::optional<SrRng> rng = parse_sr_rng(f.rng);
-      if (!rng)
-        throw InputError(fmt::format("--rng '{}' is unknown; use philox-te or philox-index", io::printable(f.rng, 40)));
-      o.stochastic.rng = *rng;
-    }
-    if (!f.rbits_map.empty() && o.stochastic.rng == SrRng::philox_index)
-      throw InputError("--rbits-map applies to 32-bit words (--rbits uint32, --rng philox-te), not to "
-                       "--rng philox-index, which gives each element its own byte");
-  }
-  if (!f.rbits_map.empty()) {
-    const std::optional<RbitsMap> map = parse_rbits_map(f.rbits_map);
-    if (!map)
-      throw InputError(fmt::format("--rbits-map '{}' is unknown; use te or ptx", io::printable(f.rbits_map, 40)));
-    o.stochastic.map = *map;
-  }
+  apply_sr_request({o.rounding, f.seed, f.offset, f.rng, f.rbits_map, !f.rbits.empty()}, SrSpelling{}, o.stochastic);
   if (!f.nibble_order.empty()) {
     o.nibble_order = parse_nibble_order(f.nibble_order);
     if (!o.nibble_order)
@@ -292,31 +259,15 @@ void load_random_bits(const QuantFlags& f, const std::vector<int64_t>& shape, Qu
   const int rank = static_cast<int>(shape.size());
   const int axis = o.axis < 0 ? o.axis + rank : o.axis;
   if (axis < 0 || axis >= rank) return;  // resolve_options names the bad axis
-  std::vector<int64_t> want = shape;
-  auto shape_text = [](const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
-  if (a.dtype == io::DType::u8) {
-    if (!f.rbits_map.empty())
-      throw InputError(fmt::format("--rbits-map applies to uint32 words; --rbits {} holds one byte per element",
-                                   name));
-    if (a.shape != want)
-      throw InputError(fmt::format("--rbits {}: uint8 shape {} differs from the input's {} (one byte per element)",
-                                   name, shape_text(a.shape), shape_text(want)));
-    storage.bytes = a.bytes;
-    o.stochastic.bytes = storage.bytes;
-  } else if (a.dtype == io::DType::u32) {
-    want[axis] = (want[axis] + 3) / 4;
-    if (a.shape != want)
-      throw InputError(fmt::format("--rbits {}: uint32 shape {} should be {}: the input's shape with axis {} "
-                                   "(length {}) holding one word per 4 elements",
-                                   name, shape_text(a.shape), shape_text(want), axis, shape[axis]));
+  const std::string what = fmt::format("--rbits {}", name);
+  if (check_rbits_array(io::dtype_name(a.dtype), a.shape, shape, axis, !f.rbits_map.empty(), what, SrSpelling{})) {
     storage.words.resize(a.bytes.size() / 4);
     for (size_t i = 0; i < storage.words.size(); ++i)
       for (int b = 0; b < 4; ++b) storage.words[i] |= static_cast<uint32_t>(a.bytes[4 * i + b]) << (8 * b);
     o.stochastic.words = storage.words;
   } else {
-    throw InputError(fmt::format("--rbits {}: dtype {} is not random bits; use uint8 (one byte per element) or "
-                                 "uint32 (one word per 4 elements)",
-                                 name, io::dtype_name(a.dtype)));
+    storage.bytes = a.bytes;
+    o.stochastic.bytes = storage.bytes;
   }
 }
 
