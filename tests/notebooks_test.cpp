@@ -65,7 +65,9 @@ INSTANTIATE_TEST_SUITE_P(
                                {"underflow_summary.csv", "underflow_by_layer.png", "underflow_histogram.png",
                                 "underflow_outliers.png"}},
                       Notebook{"resq.ipynb", {"resq.json", "resq_patterns.png", "resq_deletion.png"}},
-                      Notebook{"formats.ipynb", {"formats_qsnr_ur.png", "formats_transforms.png"}}),
+                      Notebook{"formats.ipynb", {"formats_qsnr_ur.png", "formats_transforms.png"}},
+                      Notebook{"sr_bias.ipynb",
+                               {"sr_bias.json", "sr_bias_tensors.csv", "sr_bias_accumulation.csv", "sr_bias.png"}}),
     [](const ::testing::TestParamInfo<Notebook>& info) {
       std::string n = info.param.name;
       return n.substr(0, n.find('.'));
