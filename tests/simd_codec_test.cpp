@@ -112,6 +112,52 @@ TEST(SimdCodec, RoundToGridEqualsTheScalarCodecOnEveryTarget) {
   }
 }
 
+// Stochastic rounding (RoundToQuantum's cvt.rs rule) = encode_stochastic for
+// E2M1 and S1P2: every non-negative bf16 value, the codes and midpoints with
+// their neighbours (inputs()), and the two edges and the middle of every
+// offset class floor(256 frac) of every grid interval, each with all 256
+// random bytes, on every target.
+TEST(SimdCodec, StochasticRoundingEqualsTheScalarCodecForEveryByteOnEveryTarget) {
+  for (const GridCase& g : grid_cases()) {
+    if (g.traits != &kE2M1 && g.traits != &kS1P2) continue;
+    std::vector<float> values = inputs(*g.traits);
+    const std::vector<uint32_t> codes = magnitude_codes(*g.traits);
+    for (size_t i = 0; i + 1 < codes.size(); ++i) {
+      const double lo = decode(*g.traits, codes[i]), step = decode(*g.traits, codes[i + 1]) - lo;
+      for (int c = 0; c < 256; ++c) {
+        values.push_back(static_cast<float>(lo + step * c / 256));
+        values.push_back(std::nextafter(static_cast<float>(lo + step * (c + 1) / 256), 0.0f));
+        values.push_back(static_cast<float>(lo + step * (c + 0.5) / 256));
+      }
+    }
+    while (values.size() % 16) values.push_back(0.0f);
+    std::vector<float> in;
+    std::vector<uint8_t> rbits;
+    in.reserve(values.size() * 256);
+    for (int r = 0; r < 256; ++r)
+      for (float v : values) {
+        in.push_back(v);
+        rbits.push_back(static_cast<uint8_t>(r));
+      }
+    std::vector<float> expected(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      expected[i] = static_cast<float>(decode(*g.traits, encode_stochastic(*g.traits, in[i], rbits[i], Overflow::saturate)));
+    for (int64_t target : simd::compiled_targets()) {
+      ForcedTarget forced(target);
+      std::vector<float> got(in.size());
+      simd::codec_op(g.grid, Rounding::stochastic, in.data(), got.data(), static_cast<int64_t>(in.size()),
+                     rbits.data());
+      int mismatches = 0;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (bits_of(got[i]) != bits_of(expected[i]) && mismatches++ < 3)
+          ADD_FAILURE() << g.name << " stochastic on " << simd::target_name(target) << ": " << std::hexfloat << in[i]
+                        << " r=" << std::dec << int{rbits[i]} << " -> " << std::hexfloat << got[i] << ", codec "
+                        << expected[i];
+      EXPECT_EQ(mismatches, 0) << g.name << " on " << simd::target_name(target);
+    }
+  }
+}
+
 // CodeOf and ValueOf are each other's inverse and the codec's, on every code.
 TEST(SimdCodec, CodeOfAndValueOfMatchTheScalarCodecOnEveryTarget) {
   for (const GridCase& g : grid_cases()) {

@@ -5,7 +5,9 @@
 // chosen to sit on the places a kernel can get wrong: every bf16 value at
 // every block position, element ties and their neighbours, amax at every
 // scale-code boundary, saturation, zero/NaN/Inf blocks, -0, subnormals,
-// ragged tails, other axes, 40 binades of random values.
+// ragged tails, other axes, 40 binades of random values. Stochastic rounding
+// runs the same inputs with each source of random bits (given bytes, given
+// words in both byte maps, Philox in both mappings).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,11 +33,31 @@ namespace {
 
 using testing::random_wide;
 
+// Where stochastic rounding's random bits come from (stochastic.hpp).
+enum class Bits { none, bytes, words_te, words_ptx, philox_te, philox_te_ptx, philox_index };
+const char* bits_name(Bits b) {
+  switch (b) {
+    case Bits::none: return "";
+    case Bits::bytes: return "_bytes";
+    case Bits::words_te: return "_words_te";
+    case Bits::words_ptx: return "_words_ptx";
+    case Bits::philox_te: return "_philox_te";
+    case Bits::philox_te_ptx: return "_philox_te_ptx";
+    case Bits::philox_index: return "_philox_index";
+  }
+  return "";
+}
+constexpr Bits kAllBits[] = {Bits::bytes, Bits::words_te, Bits::words_ptx, Bits::philox_te, Bits::philox_te_ptx,
+                             Bits::philox_index};
+constexpr Rounding kElementRoundings[] = {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero,
+                                          Rounding::stochastic};
+
 struct Config {
   const Recipe* recipe;
   Rounding rounding;
+  Bits bits = Bits::none;
   std::string name() const {
-    std::string n = std::string(recipe->id) + "_" + std::string(to_string(rounding));
+    std::string n = std::string(recipe->id) + "_" + std::string(to_string(rounding)) + bits_name(bits);
     std::replace(n.begin(), n.end(), '.', '_');
     return n;
   }
@@ -43,18 +65,25 @@ struct Config {
 
 void PrintTo(const Config& c, std::ostream* os) { *os << c.name(); }
 
-// Every (recipe, element rounding) the fast path covers, read from the dispatcher.
+// Every (recipe, element rounding) the fast path covers, read from the
+// dispatcher; stochastic rounding once per source of random bits.
 std::vector<Config> fast_configs() {
   std::vector<Config> configs;
   for (const Recipe& r : all_recipes()) {
-    for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
+    for (Rounding rounding : kElementRoundings) {
       if (!(r.allowed_roundings & rounding_bit(rounding))) continue;
       QuantOptions q;
       q.recipe = std::string(r.id);
       q.rounding = rounding;
       q.tail = TailPolicy::pad;
-      if (simd::fast_path_gap(resolve_options(q, {block_size(r.format)}), simd::Operation::fake_quant).empty())
+      if (rounding == Rounding::stochastic) q.stochastic.seed = 1;
+      if (!simd::fast_path_gap(resolve_options(q, {block_size(r.format)}), simd::Operation::fake_quant).empty())
+        continue;
+      if (rounding != Rounding::stochastic) {
         configs.push_back({&r, rounding});
+        continue;
+      }
+      for (Bits b : kAllBits) configs.push_back({&r, rounding, b});
     }
   }
   return configs;
@@ -73,6 +102,7 @@ uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
 float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 float bf16_round(float v) { return std::isnan(v) ? v : bf16_rne(v); }
 
+// The options of a config; given random bits are attached per tensor (GivenBits).
 QuantOptions options_for(const Config& c, int axis = -1) {
   QuantOptions o;
   o.recipe = std::string(c.recipe->id);
@@ -80,8 +110,51 @@ QuantOptions options_for(const Config& c, int axis = -1) {
   o.tail = TailPolicy::pad;
   o.axis = axis;
   if (c.recipe->bf16_input_only) o.input_dtype = InputDType::bf16;
+  switch (c.bits) {
+    case Bits::philox_te:
+    case Bits::philox_te_ptx:
+    case Bits::philox_index:
+      o.stochastic.seed = 0x9E3779B97F4A7C15ull;
+      o.stochastic.offset = 3;
+      o.stochastic.rng = c.bits == Bits::philox_index ? SrRng::philox_index : SrRng::philox_te;
+      o.stochastic.map = c.bits == Bits::philox_te_ptx ? RbitsMap::ptx : RbitsMap::te;
+      break;
+    case Bits::words_ptx: o.stochastic.map = RbitsMap::ptx; break;
+    default: break;
+  }
   return o;
 }
+
+// Given random bits (uniform bytes, fixed seed) for a tensor of `shape`,
+// attached to the options while this object lives.
+class GivenBits {
+ public:
+  GivenBits(Bits b, const std::vector<int64_t>& shape, QuantOptions& o) {
+    if (b != Bits::bytes && b != Bits::words_te && b != Bits::words_ptx) return;
+    const int rank = static_cast<int>(shape.size());
+    const int axis = o.axis < 0 ? o.axis + rank : o.axis;
+    std::vector<int64_t> s = shape;
+    if (b != Bits::bytes) s[axis] = (s[axis] + 3) / 4;
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    std::mt19937_64 rng(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(axis));
+    if (b == Bits::bytes) {
+      bytes_.resize(n);
+      for (uint8_t& v : bytes_) v = static_cast<uint8_t>(rng());
+      o.stochastic.bytes = bytes_;
+    } else {
+      words_.resize(n);
+      for (uint32_t& v : words_) v = static_cast<uint32_t>(rng());
+      o.stochastic.words = words_;
+    }
+  }
+  GivenBits(const GivenBits&) = delete;
+  GivenBits& operator=(const GivenBits&) = delete;
+
+ private:
+  std::vector<uint8_t> bytes_;
+  std::vector<uint32_t> words_;
+};
 
 // First difference of two float arrays, bit for bit (NaN payloads and signs included).
 std::string first_mismatch(const Tensor& x, const std::vector<float>& expected, const std::vector<float>& actual) {
@@ -120,7 +193,9 @@ std::string packed_mismatch(const PackedTensor& e, const PackedTensor& a) {
 
 // fake_quant and quantize (and dequantize of the result) of `x` through the
 // reference, then through the fast path on every target, compared bit for bit.
-void expect_fast_equals_reference(const Tensor& x, QuantOptions o, const std::string& what, bool packed = true) {
+void expect_fast_equals_reference(const Tensor& x, QuantOptions o, const std::string& what, bool packed = true,
+                                  Bits bits = Bits::none) {
+  const GivenBits given(bits, x.shape, o);
   o.impl = Impl::reference;
   const Tensor ref = fake_quant(x, o);
   const bool has_packed = packed && !o.recipe.get().fake_quant_only;
@@ -278,8 +353,8 @@ TEST(SimdCoverage, EveryRecipeHasAFastPath) {
   for (const Recipe& r : all_recipes()) required.push_back(&r);
   for (const Recipe* r : required) {
     ASSERT_NE(r, nullptr);
-    // Every deterministic element rounding the recipe allows.
-    for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
+    // Every element rounding the recipe allows, stochastic included.
+    for (Rounding rounding : kElementRoundings) {
       if (!(r->allowed_roundings & rounding_bit(rounding))) continue;
       const bool found = std::any_of(configs.begin(), configs.end(), [&](const Config& c) {
         return c.recipe == r && c.rounding == rounding;
@@ -320,7 +395,8 @@ TEST_P(SimdVsReference, EveryBf16ValueAtEveryBlockPosition) {
       for (int j = 0; j < block; ++j) data.push_back(bf16_decode(static_cast<uint16_t>(base * block + (j + r) % block)));
   for (uint32_t i = 0; i < 65536u; ++i) data.push_back(bf16_decode(static_cast<uint16_t>(i * 40503u)));
   const int64_t rows = static_cast<int64_t>(data.size()) / block;
-  expect_fast_equals_reference(make_tensor({rows, block}, std::move(data), false), options_for(c), "every bf16");
+  expect_fast_equals_reference(make_tensor({rows, block}, std::move(data), false), options_for(c), "every bf16", true,
+                               c.bits);
 }
 
 TEST_P(SimdVsReference, AmaxAtEveryScaleBoundaryWithTiesAndNearTies) {
@@ -347,12 +423,15 @@ TEST_P(SimdVsReference, AmaxAtEveryScaleBoundaryWithTiesAndNearTies) {
   }
   QuantOptions o = options_for(c);
   if (c.recipe->format == Format::nvfp4) o.global_amax = 2688.0f;  // S_enc = 1: the boundaries above are exact
-  expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "scale boundaries and ties");
+  expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "scale boundaries and ties", true, c.bits);
   if (c.recipe->format == Format::nvfp4) {
-    // Other per-tensor scales: S_enc far from 1, FLT_MAX (tiny G) and 1 (G = 0).
-    for (float g : {0.001f, 3.0e4f, 0x1p-140f, 0.0f}) {
+    // Other per-tensor scales: S_enc far from 1, near FLT_MAX (the smallest G
+    // the library accepts, docs/spec/nvfp4.md §2.2) and 1 (G = 0).
+    const float tiny_g = std::nextafter(2688.0f / std::numeric_limits<float>::max(), 1.0f);
+    for (float g : {0.001f, 3.0e4f, tiny_g, 0.0f}) {
       o.global_amax = g;
-      expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "global amax " + std::to_string(g));
+      expect_fast_equals_reference(blocks_tensor(blocks, block, bf16), o, "global amax " + std::to_string(g), true,
+                                   c.bits);
     }
   }
 }
@@ -411,7 +490,7 @@ TEST_P(SimdVsReference, SpecialBlocks) {
   underflow[block / 2 + 1] = 0x1.fep127f;
   blocks.push_back(underflow);
   const Tensor rows = blocks_tensor(blocks, block, bf16);
-  expect_fast_equals_reference(rows, options_for(c), "special blocks");
+  expect_fast_equals_reference(rows, options_for(c), "special blocks", true, c.bits);
   // The same blocks as columns, quantized along axis 0: the driver's gathered
   // tile path, where a kernel must not read an input it has already overwritten.
   Tensor columns;
@@ -420,7 +499,7 @@ TEST_P(SimdVsReference, SpecialBlocks) {
   columns.data.resize(rows.data.size());
   for (int64_t b = 0; b < count; ++b)
     for (int j = 0; j < block; ++j) columns.data[j * count + b] = rows.data[b * block + j];
-  expect_fast_equals_reference(columns, options_for(c, 0), "special blocks along axis 0");
+  expect_fast_equals_reference(columns, options_for(c, 0), "special blocks along axis 0", true, c.bits);
 }
 
 TEST_P(SimdVsReference, RaggedTailsOfEveryLength) {
@@ -432,7 +511,7 @@ TEST_P(SimdVsReference, RaggedTailsOfEveryLength) {
     std::vector<float> data(3 * len);
     for (float& v : data) v = random_wide(rng);
     expect_fast_equals_reference(make_tensor({3, len}, std::move(data), bf16), options_for(c),
-                                 "tail length " + std::to_string(len));
+                                 "tail length " + std::to_string(len), true, c.bits);
   }
 }
 
@@ -450,7 +529,7 @@ TEST_P(SimdVsReference, RandomTensorsOverFortyBinadesOnEveryAxis) {
     for (float& v : data) v = random_wide(rng);
     const Tensor x = make_tensor(shape, std::move(data), bf16);
     for (int axis = 0; axis < static_cast<int>(shape.size()); ++axis)
-      expect_fast_equals_reference(x, options_for(c, axis), "random, axis " + std::to_string(axis));
+      expect_fast_equals_reference(x, options_for(c, axis), "random, axis " + std::to_string(axis), true, c.bits);
   }
 }
 
@@ -464,6 +543,7 @@ TEST_P(SimdVsReference, OutputDoesNotDependOnTheThreadCount) {
   const int64_t n = static_cast<int64_t>(data.size());
   const Tensor x = make_tensor({n}, std::move(data), c.recipe->bf16_input_only);
   QuantOptions o = options_for(c);
+  const GivenBits given(c.bits, x.shape, o);
   o.impl = Impl::fast;
   o.threads = 1;
   const Tensor one = fake_quant(x, o);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -146,7 +147,6 @@ TEST(StochasticCli, Refusals) {
       {"--recipe mxfp4.microxcaling --round stochastic --seed 1", "does not define element rounding 'stochastic'"},
       {"--recipe nvfp4.torchao --round stochastic --seed 1", "does not define element rounding 'stochastic'"},
       {"--recipe hif4.a6 --round stochastic --seed 1", "does not define element rounding 'stochastic'"},
-      {"--format nvfp4 --round stochastic --seed 1 --impl fast", "stochastic rounding has no fast kernel"},
   };
   for (const Case& c : cases) {
     const auto r = run_cli(fmt::format("fake-quant {} {} {}", in, out, c.args));
@@ -242,6 +242,55 @@ TEST(Stochastic, PhiloxMappingsByDefinition) {
       stochastic_row_bits(bits, shape, axis, 32, r, padded, rb.data());
       const int64_t o = r / inner, i = r % inner;
       for (int64_t k = 0; k < len; ++k) ASSERT_EQ(rb[k], by_index[(o * len + k) * inner + i]) << axis;
+    }
+  }
+}
+
+// The bytes of a part of a row (the fast path's runs) are the row's bytes at
+// those positions, for every source: given bytes and words (both maps) read
+// by their definition here, Philox through the row bytes, which
+// PhiloxMappingsByDefinition checks element by element.
+TEST(Stochastic, RunBitsAreTheRowBitsAtThosePositions) {
+  const std::vector<int64_t> shape = {3, 70, 5};  // NVFP4 along axis 1: 70 -> 80 padded, 5 blocks per row
+  const int axis = 1, block = 16;
+  const int64_t len = 70, padded = 80, inner = 5, rows = 15, word_len = 18;
+  std::vector<uint8_t> bytes(3 * 70 * 5);
+  std::vector<uint32_t> words(3 * word_len * 5);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<uint32_t>(i * 0x9E3779B9u + 7);
+  std::vector<StochasticBits> sources(6);
+  sources[0].bytes = bytes;
+  sources[1].words = words;
+  sources[2].words = words;
+  sources[2].map = RbitsMap::ptx;
+  for (int s = 3; s < 6; ++s) {
+    sources[s].seed = 0xD1B54A32D192ED03ull;
+    sources[s].offset = ~uint64_t{0} - 1;  // the draw counter carries into the subsequence
+  }
+  sources[4].map = RbitsMap::ptx;
+  sources[5].rng = SrRng::philox_index;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    const StochasticBits& bits = sources[s];
+    std::vector<uint8_t> row(padded), run(padded);
+    for (int64_t r = 0; r < rows; ++r) {
+      stochastic_row_bits(bits, shape, axis, block, r, padded, row.data());
+      const int64_t o = r / inner, i = r % inner;
+      for (int64_t k = 0; k < len && s < 3; ++k) {
+        const uint8_t want =
+            s == 0 ? bytes[(o * len + k) * inner + i]
+                   : static_cast<uint8_t>(words[(o * word_len + k / 4) * inner + i] >>
+                                          (8 * (s == 1 ? k % 4 : std::array<int, 4>{0, 2, 1, 3}[k % 4])));
+        ASSERT_EQ(row[k], want) << "source " << s << " row " << r << " k " << k;
+      }
+      for (int64_t k = len; k < padded; ++k) ASSERT_EQ(row[k], 0) << "padding, source " << s;
+      for (int64_t k0 = 0; k0 < padded; k0 += block)
+        for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{16}, padded - k0}) {
+          if (k0 + n > padded) continue;
+          std::fill(run.begin(), run.end(), uint8_t{0xAA});
+          stochastic_run_bits(bits, shape, axis, block, r, k0, n, run.data());
+          for (int64_t k = 0; k < n; ++k)
+            ASSERT_EQ(run[k], row[k0 + k]) << "source " << s << " row " << r << " k0 " << k0 << " n " << n;
+        }
     }
   }
 }

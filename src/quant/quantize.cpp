@@ -148,8 +148,6 @@ bool run_fast(Impl impl, int threads, const std::string& gap) {
 }
 
 std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const detail::StridedIn& x) {
-  // No fast kernel rounds stochastically yet: the reference does.
-  if (o.rounding == Rounding::stochastic) return "stochastic rounding has no fast kernel";
   std::string gap = simd::fast_path_gap(o, op);
   // Declared-bf16 input is not re-checked by check_bf16_inputs; the fast
   // hif4.a6 kernel needs exact bf16 values.
@@ -336,7 +334,7 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(recipe.format);
   if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::quantize, x))) {
-    simd::quantize(x, o, options.threads, p, codes.data(), scales.data());  // every byte is written
+    simd::quantize(x, o, options.stochastic, options.threads, p, codes.data(), scales.data());  // every byte is written
     return p;
   }
   std::fill(codes.begin(), codes.end(), uint8_t{0});  // nibbles are OR-ed in below
@@ -482,7 +480,7 @@ void fake_quant(const TensorView& view, const QuantOptions& options, const Outpu
   const Recipe& recipe = *o.recipe;
   check_bf16_inputs(o, x);
   if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::fake_quant, x))) {
-    simd::fake_quant(x, o, options.threads, out);
+    simd::fake_quant(x, o, options.stochastic, options.threads, out);
     return;
   }
   std::vector<float> storage;

@@ -6,11 +6,12 @@
 // there. These entry points are for the dispatcher, tests and benchmarks;
 // they are not installed.
 //
-// Covered: every recipe (every deterministic element rounding each allows,
-// every nibble and scale-bit order, any axis); dequantize of every recipe
-// with codes (nvfp4.modelopt_fq is fake-quant only). Which kernel runs a
-// recipe is read from its parameters (driver.cpp fast_kernel).
-// Deterministic: the output does not depend on the thread count.
+// Covered: every recipe (every element rounding each allows, stochastic
+// included, every nibble and scale-bit order, any axis); dequantize of every
+// recipe with codes (nvfp4.modelopt_fq is fake-quant only). Which kernel runs
+// a recipe is read from its parameters (driver.cpp fast_kernel).
+// Deterministic: the output does not depend on the thread count (nor do the
+// random bytes of stochastic rounding, drawn by element position).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,11 +36,13 @@ std::string fast_dequantize_gap(const PackedHeader& p);
 //
 // Preconditions: fast_path_gap(o, op) is empty and x passed the checks of
 // quantize.cpp (shape, bf16 values for hif4.a6); `out` has x's shape.
-void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int threads, const detail::StridedOut& out);
+// `stochastic`: the random bits of Rounding::stochastic (read only then).
+void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, const StochasticBits& stochastic, int threads,
+                const detail::StridedOut& out);
 // Fills `codes` and `scales` (p.code_bytes(), p.scale_bytes()) and the
 // per-tensor fields of `p`, whose other fields the caller has set.
-void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads, PackedHeader& p, uint8_t* codes,
-              uint8_t* scales);
+void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const StochasticBits& stochastic, int threads,
+              PackedHeader& p, uint8_t* codes, uint8_t* scales);
 // Precondition: fast_dequantize_gap(p) is empty, p is consistent and `out`
 // has p's shape.
 void dequantize(const PackedHeader& p, const uint8_t* codes, const uint8_t* scales, int threads,

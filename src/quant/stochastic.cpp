@@ -2,6 +2,8 @@
 // (fp4emu/quant/stochastic.hpp).
 #include "fp4emu/quant/stochastic.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "fp4emu/codec/philox.hpp"
@@ -80,34 +82,55 @@ void check_stochastic_bits(const StochasticBits& bits, bool stochastic, const st
 
 void stochastic_row_bits(const StochasticBits& bits, const std::vector<int64_t>& shape, int axis, int block,
                          int64_t row, int64_t padded_len, uint8_t* out) {
+  stochastic_run_bits(bits, shape, axis, block, row, 0, padded_len, out);
+}
+
+void stochastic_run_bits(const StochasticBits& bits, const std::vector<int64_t>& shape, int axis, int block,
+                         int64_t row, int64_t k0, int64_t n, uint8_t* out) {
   const Rows r = rows_of(shape, axis);
   const int64_t o = row / r.inner, i = row % r.inner;
+  const int64_t valid = std::clamp<int64_t>(r.axis_len - k0, 0, n);
+  std::fill(out + valid, out + n, uint8_t{0});
+  // Philox words of the last draw, and which draw they are (none yet).
+  PhiloxCounter draw{};
+  uint64_t drawn_stream = 0, drawn_counter = 0;
+  bool have = false;
+  auto words_of = [&](uint64_t stream, uint64_t counter, auto&& generate) -> const PhiloxCounter& {
+    if (!have || stream != drawn_stream || counter != drawn_counter) {
+      draw = generate();
+      drawn_stream = stream;
+      drawn_counter = counter;
+      have = true;
+    }
+    return draw;
+  };
+  const int64_t blocks_per_row = (r.axis_len + block - 1) / block;
   const int64_t word_len = (r.axis_len + 3) / 4;
-  const int64_t blocks_per_row = padded_len / block;
-  for (int64_t k = 0; k < padded_len; ++k) {
-    if (k >= r.axis_len) {
-      out[k] = 0;
-      continue;
-    }
+  for (int64_t k = k0; k < k0 + valid; ++k) {
     const int lane = static_cast<int>(k % 4);
-    uint32_t word = 0;
-    int byte = 0;
+    uint8_t byte = 0;
     if (!bits.bytes.empty()) {
-      out[k] = bits.bytes[(o * r.axis_len + k) * r.inner + i];
-      continue;
+      byte = bits.bytes[(o * r.axis_len + k) * r.inner + i];
     } else if (!bits.words.empty()) {
-      word = bits.words[(o * word_len + k / 4) * r.inner + i];
-      byte = rbits_byte(bits.map, lane);
+      byte = static_cast<uint8_t>(bits.words[(o * word_len + k / 4) * r.inner + i] >> (8 * rbits_byte(bits.map, lane)));
     } else if (bits.rng == SrRng::philox_te) {
+      // Thread row * blocks_per_row + k / block draws its words in element
+      // order, word (k % block) / 4 of its stream.
       const uint64_t thread = static_cast<uint64_t>(row * blocks_per_row + k / block);
-      word = philox_stream_word(*bits.seed, thread, bits.offset, static_cast<uint64_t>((k % block) / 4));
-      byte = rbits_byte(bits.map, lane);
+      const uint64_t word = static_cast<uint64_t>((k % block) / 4);
+      const PhiloxCounter& w = words_of(thread, word / 4, [&] {
+        return philox_stream_draw(*bits.seed, thread, bits.offset, word / 4);
+      });
+      byte = static_cast<uint8_t>(w[word % 4] >> (8 * rbits_byte(bits.map, lane)));
     } else {
+      // Byte flat % 16 of the draw at counter (flat / 16, offset), little-endian over x, y, z, w.
       const uint64_t flat = static_cast<uint64_t>((o * r.axis_len + k) * r.inner + i);
-      word = philox4x32(philox_counter(flat / 16, bits.offset), philox_key(*bits.seed))[(flat % 16) / 4];
-      byte = static_cast<int>(flat % 4);
+      const PhiloxCounter& w = words_of(0, flat / 16, [&] {
+        return philox4x32(philox_counter(flat / 16, bits.offset), philox_key(*bits.seed));
+      });
+      byte = static_cast<uint8_t>(w[(flat % 16) / 4] >> (8 * (flat % 4)));
     }
-    out[k] = static_cast<uint8_t>(word >> (8 * byte));
+    out[k - k0] = byte;
   }
 }
 

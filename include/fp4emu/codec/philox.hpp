@@ -45,17 +45,21 @@ constexpr PhiloxKey philox_key(uint64_t seed) {
   return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
 }
 
-// Word `n` (0, 1, 2, ...) of the stream that curanddx's
+// Draw `g` (0, 1, 2, ...: the words 4g..4g+3) of the stream that curanddx's
 // philox4x32_native_state::init(seed, subsequence, offset) followed by
 // generate4() calls yields (the generator of TransformerEngine's NVFP4
-// stochastic rounding): key = seed, counter = (offset + n / 4) in the low
-// 64 bits with its carry into the high 64 bits, which start at
-// `subsequence`; generate4 returns the words x, y, z, w in that order. The
-// offset counts generate4 calls (128-bit outputs), not words.
-constexpr uint32_t philox_stream_word(uint64_t seed, uint64_t subsequence, uint64_t offset, uint64_t n) {
-  const uint64_t low = offset + n / 4;
+// stochastic rounding): key = seed, counter = (offset + g) in the low 64
+// bits with its carry into the high 64 bits, which start at `subsequence`;
+// generate4 returns the words x, y, z, w in that order. The offset counts
+// generate4 calls (128-bit outputs), not words.
+constexpr PhiloxCounter philox_stream_draw(uint64_t seed, uint64_t subsequence, uint64_t offset, uint64_t g) {
+  const uint64_t low = offset + g;
   const uint64_t high = subsequence + (low < offset ? 1u : 0u);
-  return philox4x32(philox_counter(low, high), philox_key(seed))[n % 4];
+  return philox4x32(philox_counter(low, high), philox_key(seed));
+}
+// Word `n` of that stream.
+constexpr uint32_t philox_stream_word(uint64_t seed, uint64_t subsequence, uint64_t offset, uint64_t n) {
+  return philox_stream_draw(seed, subsequence, offset, n / 4)[n % 4];
 }
 
 }  // namespace fp4emu

@@ -68,6 +68,11 @@ void check_stochastic_bits(const StochasticBits& bits, bool stochastic, const st
 // the zero padding rounds to 0 whatever its byte).
 void stochastic_row_bits(const StochasticBits& bits, const std::vector<int64_t>& shape, int axis, int block,
                          int64_t row, int64_t padded_len, uint8_t* out);
+// The same bytes for positions k0 .. k0 + n - 1 of the row (the fast path
+// draws a run of blocks at a time): Philox is evaluated once per 128-bit
+// draw, not per element.
+void stochastic_run_bits(const StochasticBits& bits, const std::vector<int64_t>& shape, int axis, int block,
+                         int64_t row, int64_t k0, int64_t n, uint8_t* out);
 
 // One line for packed metadata and reports: "philox-te seed=S offset=O map=te",
 // "philox-index seed=S offset=O", "given bytes" or "given words map=te".

@@ -52,9 +52,21 @@ HWY_INLINE hn::Vec<D> Pow2FromBiased(D d, IntVec<D> biased) {
   return hn::BitCast(d, hn::IfThenElse(hn::Eq(biased, hn::Zero(di)), hn::Set(di, 0x00400000), normal));
 }
 
-// a rounded to a multiple of quantum = magic * 2^-23 (0 <= a < magic, a not NaN).
+// Stochastic rounding's decision (rounding.hpp, the integer rule of PTX
+// cvt.rs, as encode_stochastic applies it): `steps` = floor(frac * 2^8), frac
+// the position of the value between its two grid neighbours, and r its
+// random byte 0..255; round away from zero iff steps + r >= 2^8.
+template <class D>
+HWY_INLINE hn::Mask<D> StochasticRoundsUp(D /*d*/, IntVec<D> steps, IntVec<D> r) {
+  const hn::RebindToSigned<D> di;
+  return hn::RebindMask(D(), hn::Gt(hn::Add(steps, r), hn::Set(di, (1 << kStochasticBits) - 1)));
+}
+
+// a rounded to a multiple of quantum = magic * 2^-23 (0 <= a < magic, a not
+// NaN). `r` (the lanes' random bytes 0..255) is read by Rounding::stochastic only.
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> RoundToQuantum(D d, hn::Vec<D> a, hn::Vec<D> magic) {
+HWY_INLINE hn::Vec<D> RoundToQuantum(D d, hn::Vec<D> a, hn::Vec<D> magic,
+                                     IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
   const hn::Vec<D> nearest_even = hn::Sub(hn::Add(a, magic), magic);
   if constexpr (R == Rounding::rne) {
     return nearest_even;
@@ -64,6 +76,16 @@ HWY_INLINE hn::Vec<D> RoundToQuantum(D d, hn::Vec<D> a, hn::Vec<D> magic) {
     // a - r and r - a are exact: both are multiples of ulp(a), less than a quantum apart.
     if constexpr (R == Rounding::rtz) {
       return hn::IfThenElse(hn::Gt(nearest_even, a), hn::Sub(nearest_even, quantum), nearest_even);
+    } else if constexpr (R == Rounding::stochastic) {
+      const hn::RebindToSigned<D> di;
+      const auto down = hn::IfThenElse(hn::Gt(nearest_even, a), hn::Sub(nearest_even, quantum), nearest_even);
+      // floor((a - down) / quantum * 2^8): a - down is exact, 2^8 / quantum =
+      // 2^31 / magic is a power of two (its exponent field 285 - magic's, in
+      // range for the element grids) whose product with it is exact and below
+      // 2^8, and the conversion to int truncates, which is floor here.
+      const auto inverse = hn::BitCast(d, hn::Sub(hn::Set(di, (127 + 31 + 127) << 23), hn::BitCast(di, magic)));
+      const auto steps = hn::ConvertTo(di, hn::Mul(hn::Sub(a, down), inverse));
+      return hn::IfThenElse(StochasticRoundsUp(d, steps, r), hn::Add(down, quantum), down);
     } else if constexpr (R == Rounding::rha) {
       return hn::IfThenElse(hn::Eq(hn::Sub(a, nearest_even), half), hn::Add(nearest_even, quantum),
                             nearest_even);
@@ -127,8 +149,11 @@ HWY_INLINE hn::Vec<D> RneToMantissaBits(D d, hn::Vec<D> v) {
 // a on the grid of T, saturating at its largest finite value; formats
 // without zero give their smallest value for anything below it. Formats as
 // wide as fp32 (bf16) round RNE with IEEE overflow, as bf16_encode does.
+// Stochastic rounding (its random bytes in r) rounds the saturated value,
+// which is what encode_stochastic's saturation gives: beyond the largest
+// value both neighbours saturate to it.
 template <const MinifloatTraits& T, Rounding R, class D>
-HWY_INLINE hn::Vec<D> RoundToGrid(D d, hn::Vec<D> a) {
+HWY_INLINE hn::Vec<D> RoundToGrid(D d, hn::Vec<D> a, IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
   using G = GridOf<T>;
   if constexpr (!G::kMagicFits) {
     static_assert(R == Rounding::rne, "formats as wide as fp32 round to nearest even here");
@@ -139,7 +164,7 @@ HWY_INLINE hn::Vec<D> RoundToGrid(D d, hn::Vec<D> a) {
     // quantum 2^(max(floor(log2 a), kEmin) - kMan)
     const auto exponent = hn::And(hn::BitCast(di, a), hn::Set(di, kExponentMask));
     const auto magic = hn::Add(hn::Max(exponent, hn::Set(di, (G::kEmin + 127) << 23)), hn::Set(di, (23 - G::kMan) << 23));
-    auto grid = RoundToQuantum<R>(d, a, hn::BitCast(d, magic));
+    auto grid = RoundToQuantum<R>(d, a, hn::BitCast(d, magic), r);
     if constexpr (!T.has_subnormals) grid = hn::Max(grid, hn::Set(d, G::kMin));
     return grid;
   }
@@ -179,17 +204,23 @@ static_assert(GridOf<kE2M1>::kMax == 6.0f && GridOf<kS1P2>::kMax == 1.75f && Gri
 
 // ---- Names in the field's words (the recipes' conversions) ---------------------
 
-// E2M1 (MXFP4 / NVFP4 elements): e2m1_encode(a, R) decoded, saturating at 6.
+// E2M1 (MXFP4 / NVFP4 elements): e2m1_encode(a, R) decoded, saturating at 6
+// (stochastic: e2m1_encode_sr(a, r)).
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> E2m1Grid(D d, hn::Vec<D> a) { return RoundToGrid<kE2M1, R>(d, a); }
+HWY_INLINE hn::Vec<D> E2m1Grid(D d, hn::Vec<D> a, IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
+  return RoundToGrid<kE2M1, R>(d, a, r);
+}
 template <class D>
 HWY_INLINE IntVec<D> E2m1Code(D d, hn::Vec<D> grid) { return CodeOf<kE2M1>(d, grid); }
 template <class D>
 HWY_INLINE hn::Vec<D> E2m1Value(D d, IntVec<D> magnitude) { return ValueOf<kE2M1>(d, magnitude); }
 
-// S1P2 (HiF4 elements, q/4): s1p2_encode(a, R) decoded, saturating at 1.75.
+// S1P2 (HiF4 elements, q/4): s1p2_encode(a, R) decoded, saturating at 1.75
+// (stochastic: s1p2_encode_sr(a, r)).
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> S1p2Grid(D d, hn::Vec<D> a) { return RoundToGrid<kS1P2, R>(d, a); }
+HWY_INLINE hn::Vec<D> S1p2Grid(D d, hn::Vec<D> a, IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
+  return RoundToGrid<kS1P2, R>(d, a, r);
+}
 
 // UE4M3 (NVFP4 block scale): ue4m3_encode(p, rne, saturate) decoded, p >= 0 not NaN.
 template <class D>
@@ -243,6 +274,19 @@ HWY_INLINE IntVec<D> LoadCodeBytes(D /*d*/, const uint8_t* in) {
   const hn::RebindToSigned<D> di;
   const hn::Rebind<uint8_t, D> du8;
   return hn::PromoteTo(di, hn::LoadU(du8, in));
+}
+
+// The random bytes of lanes i.. (one per element, 0..255) where the element
+// rounding is stochastic; the other roundings read none (rbits may be null).
+template <Rounding R, class D>
+HWY_INLINE IntVec<D> RandomBytes(D d, const uint8_t* HWY_RESTRICT rbits, int64_t i) {
+  if constexpr (R == Rounding::stochastic) {
+    return LoadCodeBytes(d, rbits + i);
+  } else {
+    (void)rbits;
+    (void)i;
+    return hn::Zero(hn::RebindToSigned<D>());
+  }
 }
 
 }  // namespace fp4emu::simd::HWY_NAMESPACE

@@ -115,17 +115,20 @@ std::optional<KernelFamily> fast_kernel(const Recipe& r) {
   return std::nullopt;
 }
 
-// Element roundings each kernel implements.
-bool kernel_rounds(KernelFamily f, Rounding r) {
+// Element roundings each kernel implements for `recipe`.
+bool kernel_rounds(KernelFamily f, const Recipe& recipe, Rounding r) {
   switch (f) {
     case KernelFamily::hif4_a6: return r == Rounding::rne || r == Rounding::rha;
     case KernelFamily::hif4_v14:
     case KernelFamily::hif4_amct:
     case KernelFamily::hif4_f64:
     case KernelFamily::mxfp4:
-      return r == Rounding::rne || r == Rounding::rha || r == Rounding::rtz || r == Rounding::ties_to_zero;
+      return r == Rounding::rne || r == Rounding::rha || r == Rounding::rtz || r == Rounding::ties_to_zero ||
+             r == Rounding::stochastic;
     case KernelFamily::mxfp4_ggml: return r == Rounding::ties_to_zero;  // its argmin has no other
-    case KernelFamily::nvfp4:
+    case KernelFamily::nvfp4:  // cvt.rs: TransformerEngine's rule only (kernels.cpp NvValues)
+      return r == Rounding::rne || r == Rounding::rtz ||
+             (r == Rounding::stochastic && recipe.nv.rule == NvScaleRule::te);
     case KernelFamily::nvfp4_4over6: return r == Rounding::rne || r == Rounding::rtz;
     case KernelFamily::nvfp4_ggml: return r == Rounding::ties_to_zero;  // its argmin has no other
   }
@@ -306,6 +309,46 @@ float global_abs_max(const detail::StridedIn& x, NvAmaxNan rule, int threads) {
   return first;
 }
 
+// Rounding::stochastic: each run's random bytes (stochastic.hpp), drawn into
+// a per-thread buffer just before the run. They depend on the positions
+// only, so the result is the same for any split into runs and threads.
+struct RunBits {
+  const StochasticBits* bits = nullptr;  // null: the rounding is not stochastic
+  const std::vector<int64_t>* shape = nullptr;
+  int axis = 0, block = 0;
+  // A contiguous run over rows of whole blocks (for_each_contiguous_run's
+  // one long row) continues into the next rows: `joined` is then the row length.
+  KernelArgs at(const KernelArgs& k, int64_t row, int64_t k0, int64_t n, int64_t joined = 0) const {
+    if (!bits) return k;
+    thread_local std::vector<uint8_t> buffer;
+    const int64_t padded = (n + kRbitsPad - 1) / kRbitsPad * kRbitsPad;
+    buffer.resize(static_cast<size_t>(std::max(padded, kRunValues)));
+    std::fill(buffer.begin() + n, buffer.begin() + padded, uint8_t{0});
+    if (joined == 0) {
+      stochastic_run_bits(*bits, *shape, axis, block, row, k0, n, buffer.data());
+    } else {
+      for (int64_t done = 0; done < n;) {
+        const int64_t at = k0 + done, len = std::min(n - done, joined - at % joined);
+        stochastic_run_bits(*bits, *shape, axis, block, at / joined, at % joined, len, buffer.data() + done);
+        done += len;
+      }
+    }
+    KernelArgs a = k;
+    a.rbits = buffer.data();
+    return a;
+  }
+};
+
+RunBits run_bits(const ResolvedOptions& o, const StochasticBits& bits, const std::vector<int64_t>& shape) {
+  RunBits b;
+  if (o.rounding != Rounding::stochastic) return b;
+  b.bits = &bits;
+  b.shape = &shape;
+  b.axis = o.axis;
+  b.block = block_size(o.recipe->format);
+  return b;
+}
+
 KernelArgs kernel_args(const ResolvedOptions& o) {
   KernelArgs k;
   k.recipe = o.recipe;
@@ -397,7 +440,7 @@ std::string fast_path_gap(const ResolvedOptions& o, Operation op) {
   if (op == Operation::dequantize) return "dequantize takes a packed tensor; use fast_dequantize_gap";
   const std::optional<KernelFamily> family = fast_kernel(r);
   if (!family) return fmt::format("recipe {} has no fast kernel", r.id);
-  if (!kernel_rounds(*family, o.rounding))
+  if (!kernel_rounds(*family, r, o.rounding))
     return fmt::format("the fast {} kernel has no element rounding '{}'", r.id, to_string(o.rounding));
   return {};
 }
@@ -430,9 +473,11 @@ bool all_bf16_exact(const detail::StridedIn& x) {
   return low_bits == 0;
 }
 
-void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int threads, const detail::StridedOut& out) {
+void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, const StochasticBits& stochastic, int threads,
+                const detail::StridedOut& out) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
+  const RunBits bits = run_bits(o, stochastic, x.shape);
   NvState nv;
   if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, false, k, nv);
   const AxisView v = axis_view(x.shape, o.axis);
@@ -443,14 +488,15 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
       const float* in = x.dense_f32();
       for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
         const int64_t offset = r.row * len + r.k0;
+        const KernelArgs a = bits.at(nv.at(k, r.row, r.k0), 0, offset, r.n, v.axis_len);
         if (in) {
-          fake_quant_values(nv.at(k, r.row, r.k0), in + offset, y + offset, r.n);
+          fake_quant_values(a, in + offset, y + offset, r.n);
           return;
         }
         thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
         buffer.resize(kRunValues);
         x.load(offset, 1, r.n, buffer.data());
-        fake_quant_values(nv.at(k, r.row, r.k0), buffer.data(), y + offset, r.n);
+        fake_quant_values(a, buffer.data(), y + offset, r.n);
       });
       return;
     }
@@ -462,7 +508,8 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
       quantized.resize(kTileRunValues);
       for (int64_t c = 0; c < columns; ++c) {
         float* row = buffer + c * kTileRunValues;
-        fake_quant_values(nv.at(k, o_ * v.inner + i0 + c, k0), row, quantized.data(), n);
+        const int64_t index = o_ * v.inner + i0 + c;
+        fake_quant_values(bits.at(nv.at(k, index, k0), index, k0, n), row, quantized.data(), n);
         std::copy_n(quantized.data(), n, row);
       }
       scatter_tile(buffer, v, o_, i0, columns, k0, n, y);
@@ -473,16 +520,17 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, int thread
   for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float* out_buffer) {
     const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
     float* y = out.data + run_offset(out.shape, out.strides, o.axis, r);
-    fake_quant_values(nv.at(k, r.row, r.k0), in, out_step == 1 ? y : out_buffer, r.n);
+    fake_quant_values(bits.at(nv.at(k, r.row, r.k0), r.row, r.k0, r.n), in, out_step == 1 ? y : out_buffer, r.n);
     if (out_step != 1)
       for (int64_t i = 0; i < r.n; ++i) y[i * out_step] = out_buffer[i];
   });
 }
 
-void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads, PackedHeader& p, uint8_t* codes,
-              uint8_t* scales) {
+void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const StochasticBits& stochastic, int threads,
+              PackedHeader& p, uint8_t* codes, uint8_t* scales) {
   threads = thread_count(threads);
   KernelArgs k = kernel_args(o);
+  const RunBits bits = run_bits(o, stochastic, x.shape);
   NvState nv;
   if (o.recipe->format == Format::nvfp4) {
     const reference::NvTensorScale ts = nv_tensor_scale(o, x, threads, true, k, nv);
@@ -503,14 +551,15 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
     // With whole blocks the packed rows are contiguous too: one long row.
     for_each_contiguous_run(v, block, threads, [&](const Run& r, int64_t len) {
       const int64_t offset = r.row * len + r.k0;
+      const KernelArgs a = bits.at(nv.at(k, r.row, r.k0), 0, offset, r.n, v.axis_len);
       if (in) {
-        quantize_values(nv.at(k, r.row, r.k0), in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
         return;
       }
       thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time
       buffer.resize(kRunValues);
       x.load(offset, 1, r.n, buffer.data());
-      quantize_values(nv.at(k, r.row, r.k0), buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+      quantize_values(a, buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
     });
     return;
   }
@@ -519,7 +568,8 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
       gather_tile(x, v, o_, i0, columns, k0, n, buffer);
       for (int64_t c = 0; c < columns; ++c) {
         const int64_t row = o_ * v.inner + i0 + c;
-        quantize_values(nv.at(k, row, k0), buffer + c * kTileRunValues, n, codes_at(row, k0), scales_at(row, k0));
+        quantize_values(bits.at(nv.at(k, row, k0), row, k0, n), buffer + c * kTileRunValues, n, codes_at(row, k0),
+                        scales_at(row, k0));
       }
     });
     return;
@@ -527,7 +577,8 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, int threads,
   const int64_t in_step = x.strides[o.axis];
   for_each_strided_run(v, threads, [&](const Run& r, float* in_buffer, float*) {
     const float* in = read_run(x, run_offset(x.shape, x.strides, o.axis, r), in_step, r.n, in_buffer);
-    quantize_values(nv.at(k, r.row, r.k0), in, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+    quantize_values(bits.at(nv.at(k, r.row, r.k0), r.row, r.k0, r.n), in, r.n, codes_at(r.row, r.k0),
+                    scales_at(r.row, r.k0));
   });
 }
 

@@ -165,11 +165,33 @@ HWY_INLINE hn::Vec<D> Bf16RneOfExactProduct(D d, hn::Vec<D> m, hn::Vec<D> k) {
 // floor(4t + 1/2), exact in double): the rounding of hi is that of the exact
 // value except where hi is a decision point (a tie, or for rtz a grid point)
 // and err is not zero, where the exact value lies on err's side of it.
+//
+// Stochastic (r the random bytes): floor(frac * 2^8) counts steps of
+// 0.25 / 2^8 = 2^-10; that of the exact value is hi's, except where hi lies
+// on a step and err < 0 (|err| <= ulp(hi) / 2 reaches no other step). A value
+// beyond 1.75 saturates; at hi = 1.75 the sign of err still matters.
 template <Rounding R, class D>
-HWY_INLINE hn::Vec<D> S1p2GridOfExact(D d, hn::Vec<D> hi, hn::Vec<D> err) {
-  hi = hn::Min(hi, hn::Set(d, 4.0f));  // saturates whatever err is
+HWY_INLINE hn::Vec<D> S1p2GridOfExact(D d, hn::Vec<D> hi, hn::Vec<D> err,
+                                      IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
   const auto magic = hn::Set(d, 0x1p21f);  // quantum 0.25
   const auto quantum = hn::Set(d, 0.25f);
+  if constexpr (R == Rounding::stochastic) {
+    const hn::RebindToSigned<D> di;
+    const auto top = hn::Set(d, 1.75f);
+    err = hn::IfThenZeroElse(hn::Gt(hi, top), err);
+    hi = hn::Min(hi, top);
+    auto down = RoundToQuantum<Rounding::rtz>(d, hi, magic);
+    const auto scaled = hn::Mul(hn::Sub(hi, down), hn::Set(d, 1024.0f));  // exact, below 2^8
+    auto steps = hn::ConvertTo(di, scaled);
+    const auto on_step = hn::And(hn::Eq(hn::ConvertTo(d, steps), scaled), hn::Lt(err, hn::Zero(d)));
+    steps = hn::Sub(steps, hn::IfThenElseZero(hn::RebindMask(di, on_step), hn::Set(di, 1)));
+    // steps = -1: the exact value lies just below the grid point `down`.
+    const auto below = hn::Lt(steps, hn::Zero(di));
+    down = hn::IfThenElse(hn::RebindMask(d, below), hn::Sub(down, quantum), down);
+    steps = hn::IfThenElse(below, hn::Add(steps, hn::Set(di, 1 << kStochasticBits)), steps);
+    return hn::IfThenElse(StochasticRoundsUp(d, steps, r), hn::Add(down, quantum), down);
+  }
+  hi = hn::Min(hi, hn::Set(d, 4.0f));  // saturates whatever err is
   const auto down = RoundToQuantum<Rounding::rtz>(d, hi, magic);
   hn::Vec<D> q;
   if constexpr (R == Rounding::rtz) {
@@ -337,20 +359,22 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4A6Product(const Hif4Steps& s, hn::Vec<Hif
 
 // docs/spec/hif4.md §6.1 step 7 (§6.2, §6.4 step 4, §6.5 steps 6-7, §6.6 step 5): the
 // magnitude code q of each lane, as a float 0..7.
+// r: the lanes' random bytes (Rounding::stochastic).
 template <Hif4Elements K, Rounding R>
-HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {
+HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i,
+                                         IntVec<Hif4ElementTag> r) {
   const Hif4ElementTag d;
   const hn::RebindToSigned<Hif4ElementTag> di;
   const auto factor = hn::Load(d, s.element_factor + i);
   const auto four = hn::Set(d, 4.0f);
   if constexpr (K == Hif4Elements::a6) {
-    return hn::Mul(S1p2Grid<R>(d, hn::Abs(Hif4A6Product(s, v, i))), four);
+    return hn::Mul(S1p2Grid<R>(d, hn::Abs(Hif4A6Product(s, v, i)), r), four);
   } else if constexpr (K == Hif4Elements::exact) {
     // t = |x| * 2^-(b+c) * r exactly (+Inf as FLT_MAX: q = 7 either way).
     const auto a = hn::BitCast(d, hn::Min(AbsBits(d, v), hn::Set(di, kFltMaxBits)));
     hn::Vec<Hif4ElementTag> hi, err;
     ExactProduct(d, a, hn::Mul(factor, hn::Set(d, s.reciprocal)), hi, err);
-    return hn::Mul(S1p2GridOfExact<R>(d, hi, err), four);
+    return hn::Mul(S1p2GridOfExact<R>(d, hi, err, r), four);
   } else {
     // t = fp32(fp32(|x| * 2^-(b+c)) * r), in this order (amct: then bf16).
     auto t = hn::Mul(hn::Mul(hn::Abs(v), factor), hn::Set(d, s.reciprocal));
@@ -360,7 +384,7 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4Element
       const auto u = hn::Add(hn::Mul(t, four), hn::Set(d, 0.5f));
       return hn::ConvertTo(d, hn::ConvertTo(di, hn::Min(u, hn::Set(d, 7.0f))));  // u >= 0.5: truncation is floor
     } else {
-      return hn::Mul(S1p2Grid<R>(d, t), four);
+      return hn::Mul(S1p2Grid<R>(d, t, r), four);
     }
   }
 }
@@ -392,8 +416,10 @@ HWY_INLINE void Hif4StoreNan(float* HWY_RESTRICT y) {
 
 // hif4.cpp hif4_fake_quant_block: (q/4) 2^(b+c) S, exact, signed; a NaN
 // block is NaN; passthrough copies the non-finite inputs.
+// rbits: the block's random bytes (Rounding::stochastic), else unread.
 template <Hif4Elements K, Rounding R>
-HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                                   const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
   const int n = static_cast<int>(hn::Lanes(d));
   Hif4Steps s;
@@ -404,7 +430,7 @@ HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_REST
     for (int i = 0; i < kHif4Block; i += n) {
       auto v = hn::LoadU(d, x + i);
       if (passthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
-      const auto magnitude = hn::Mul(Hif4Q<K, R>(s, v, i), hn::Load(d, s.value_factor + i));
+      const auto magnitude = hn::Mul(Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)), hn::Load(d, s.value_factor + i));
       hn::StoreU(hn::IfThenElse(Hif4Negative<K>(rules, s, v, i), hn::Neg(magnitude), magnitude), d, y + i);
     }
   }
@@ -419,7 +445,7 @@ HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_REST
 // Writes 64 codes from the group maxima in s.m4; returns the canonical scale word.
 template <Hif4Elements K, Rounding R>
 HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& s, const float* HWY_RESTRICT x,
-                                             uint8_t* HWY_RESTRICT codes) {
+                                             uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
   const hn::RebindToSigned<Hif4ElementTag> di;
   if (HWY_UNLIKELY(!Hif4Scale<K>(rules, s))) {  // hif4.cpp v14_steps: bits and codes 0
@@ -430,7 +456,7 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
     auto v = hn::LoadU(d, x + i);
     if (passthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
-    const auto q = hn::ConvertTo(di, Hif4Q<K, R>(s, v, i));
+    const auto q = hn::ConvertTo(di, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));
     const auto negative = hn::RebindMask(di, Hif4Negative<K>(rules, s, v, i));
     StoreCodeBytes(d, hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q), codes + i);
   }
@@ -439,10 +465,10 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
 
 template <Hif4Elements K, Rounding R>
 HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x,
-                                      uint8_t* HWY_RESTRICT codes) {
+                                      uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
   Hif4Steps s;
   if (HWY_LIKELY(!Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)))
-    return Hif4QuantizeNumericBlock<K, R>(rules, s, x, codes);
+    return Hif4QuantizeNumericBlock<K, R>(rules, s, x, codes, rbits);
   // hif4.cpp run_steps: bits and codes of the block with the poisoning lanes as +0, scale 0xFF.
   alignas(64) float cleaned[kHif4Block];
   for (int i = 0; i < kHif4Block; ++i) {
@@ -450,7 +476,7 @@ HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_R
     cleaned[i] = poison ? 0.0f : x[i];
   }
   Hif4GroupMaxima<K>(rules.non_finite, cleaned, s.m4);
-  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, s, cleaned, codes);
+  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, s, cleaned, codes, rbits);
   return (word & ~0xFFu) | kHif4NanScale;
 }
 

@@ -40,9 +40,13 @@ HWY_INLINE void WithRounding(Rounding r, F&& f) {
     case Rounding::rha: return f(std::integral_constant<Rounding, Rounding::rha>());
     case Rounding::rtz: return f(std::integral_constant<Rounding, Rounding::rtz>());
     case Rounding::ties_to_zero: return f(std::integral_constant<Rounding, Rounding::ties_to_zero>());
-    default: break;  // rtp and stochastic reach no kernel (driver.cpp kernel_rounds)
+    case Rounding::stochastic: return f(std::integral_constant<Rounding, Rounding::stochastic>());
+    default: break;  // rtp reaches no kernel (driver.cpp kernel_rounds)
   }
 }
+
+// The random bytes of the values from position `at` of the run (null unless stochastic).
+HWY_INLINE const uint8_t* RbitsAt(const KernelArgs& k, int64_t at) { return k.rbits ? k.rbits + at : nullptr; }
 
 // The HiF4 recipe's per-block rules (hif4-inl.h) from its parameters.
 Hif4Rules Hif4RulesOf(const Recipe& r) {
@@ -66,17 +70,19 @@ HWY_INLINE void WithHif4Elements(KernelFamily family, F&& f) {
 }
 
 // ---- Runs of blocks: whole blocks in place, the tail through a zero-padded copy.
+// The block and group functions also take the run position of their first value.
 
 template <int kBlock, class BlockFn>
 HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y, int64_t n, BlockFn&& block) {
+  static_assert(kRbitsPad % kBlock == 0);
   const int64_t whole = n / kBlock;
-  for (int64_t b = 0; b < whole; ++b) block(x + b * kBlock, y + b * kBlock);
+  for (int64_t b = 0; b < whole; ++b) block(x + b * kBlock, y + b * kBlock, b * kBlock);
   const int64_t tail = n - whole * kBlock;
   if (tail == 0) return;
   alignas(64) float in[kBlock] = {};
   alignas(64) float out[kBlock];
   std::copy_n(x + whole * kBlock, tail, in);
-  block(in, out);
+  block(in, out, whole * kBlock);
   std::copy_n(out, tail, y + whole * kBlock);
 }
 
@@ -89,6 +95,7 @@ HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
 template <int kBlock, int kGroup, class GroupFn>
 HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY_RESTRICT x, int64_t n,
                             uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
+  static_assert(kRbitsPad % kGroup == 0);
   constexpr int kBlocks = kGroup / kBlock;
   alignas(64) uint8_t group_codes[kGroup];
   alignas(64) float padded[kGroup];
@@ -101,7 +108,7 @@ HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY
       std::fill(std::copy_n(in, valid, padded), padded + kGroup, 0.0f);
       in = padded;
     }
-    group(in, group_codes, group_scales);
+    group(in, group_codes, group_scales, g * kGroup);
     const int64_t first = g * kBlocks;
     const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
     if (used == kBlocks && order != NibbleOrder::split_half) {
@@ -193,7 +200,7 @@ HWY_INLINE void NvFakeQuantRun(const KernelArgs& k, const float* HWY_RESTRICT x,
   constexpr int kValues = kNvGroup * kNvBlock;
   const int64_t blocks = (n + kNvBlock - 1) / kNvBlock;
   int64_t g = 0;  // FakeQuantRun visits the groups in order
-  FakeQuantRun<kValues>(x, y, n, [&](const float* in, float* out) {
+  FakeQuantRun<kValues>(x, y, n, [&](const float* in, float* out, int64_t at) {
     float tail_amax[kNvGroup] = {};
     const float* amax = k.nv_block_amax ? k.nv_block_amax + g * kNvGroup : nullptr;
     if (amax && (g + 1) * kNvGroup > blocks) {
@@ -201,7 +208,7 @@ HWY_INLINE void NvFakeQuantRun(const KernelArgs& k, const float* HWY_RESTRICT x,
       amax = tail_amax;
     }
     ++g;
-    group(in, amax, out, nullptr, nullptr);
+    group(in, amax, out, nullptr, nullptr, RbitsAt(k, at));
   });
 }
 
@@ -211,7 +218,7 @@ HWY_INLINE void NvQuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, 
   const int64_t blocks = (n + kNvBlock - 1) / kNvBlock;
   int64_t g = 0;  // QuantizeRun visits the groups in order
   QuantizeRun<kNvBlock, kNvGroup * kNvBlock>(
-      k.nibble_order, 1, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale) {
+      k.nibble_order, 1, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
         float tail_amax[kNvGroup] = {};
         const float* amax = k.nv_block_amax ? k.nv_block_amax + g * kNvGroup : nullptr;
         if (amax && (g + 1) * kNvGroup > blocks) {
@@ -219,15 +226,17 @@ HWY_INLINE void NvQuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, 
           amax = tail_amax;
         }
         ++g;
-        group(in, amax, nullptr, c, scale);
+        group(in, amax, nullptr, c, scale, RbitsAt(k, at));
       });
 }
 
 // Element roundings of the NVFP4 kernels: the CUDA conversion's rne and rtz
-// (nvfp4_recipes.cpp kConvertRoundings; ggml's argmin takes none).
+// (nvfp4_recipes.cpp kConvertRoundings; ggml's argmin takes none), and cvt.rs
+// (TE's stochastic rounding, the te rule only).
 template <class F>
 HWY_INLINE void WithNvRounding(Rounding r, F&& f) {
   if (r == Rounding::rtz) return f(std::integral_constant<Rounding, Rounding::rtz>());
+  if (r == Rounding::stochastic) return f(std::integral_constant<Rounding, Rounding::stochastic>());
   return f(std::integral_constant<Rounding, Rounding::rne>());
 }
 
@@ -241,29 +250,38 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
       NvQuantizeRun(k, x, n, codes, scales, group);
   };
   if (k.family == KernelFamily::nvfp4_ggml) {
-    run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s) { NvGgmlGroup(t, in, out, c, s); });
+    run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
+      NvGgmlGroup(t, in, out, c, s);
+    });
     return;
   }
   WithNvRounding(k.rounding, [&](auto rounding) {
     constexpr Rounding R = decltype(rounding)::value;
-    if (k.family == KernelFamily::nvfp4_4over6) {
-      run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s) {
-        Nv4over6Group<R>(t, in, out, c, s);
+    if constexpr (R == Rounding::stochastic) {  // the te rule (driver.cpp kernel_rounds)
+      run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s, const uint8_t* rbits) {
+        NvGroup<NvTe, R>(t, in, amax, out, c, s, rbits);
       });
       return;
-    }
-    if (k.recipe->nv.rule == NvScaleRule::modelopt_fq) {  // fake-quant only
-      run([&t](const float* in, const float*, float* out, uint8_t*, uint32_t*) {
-        NvModeloptFqGroup<R>(t, in, out);
+    } else {
+      if (k.family == KernelFamily::nvfp4_4over6) {
+        run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
+          Nv4over6Group<R>(t, in, out, c, s);
+        });
+        return;
+      }
+      if (k.recipe->nv.rule == NvScaleRule::modelopt_fq) {  // fake-quant only
+        run([&t](const float* in, const float*, float* out, uint8_t*, uint32_t*, const uint8_t*) {
+          NvModeloptFqGroup<R>(t, in, out);
+        });
+        return;
+      }
+      WithNvPolicy(k.recipe->nv.rule, [&](auto policy) {
+        using P = decltype(policy);
+        run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
+          NvGroup<P, R>(t, in, amax, out, c, s, nullptr);
+        });
       });
-      return;
     }
-    WithNvPolicy(k.recipe->nv.rule, [&](auto policy) {
-      using P = decltype(policy);
-      run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s) {
-        NvGroup<P, R>(t, in, amax, out, c, s);
-      });
-    });
   });
 }
 
@@ -281,17 +299,20 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
         const Hif4Rules rules = Hif4RulesOf(*k.recipe);
         WithHif4Elements(k.family, [&](auto elements) {
           constexpr Hif4Elements K = decltype(elements)::value;
-          FakeQuantRun<kHif4Block>(x, y, n,
-                                   [&rules](const float* in, float* out) { Hif4FakeQuantBlock<K, R>(rules, in, out); });
+          FakeQuantRun<kHif4Block>(x, y, n, [&](const float* in, float* out, int64_t at) {
+            Hif4FakeQuantBlock<K, R>(rules, in, out, RbitsAt(k, at));
+          });
         });
         break;
       }
       case KernelFamily::mxfp4_ggml:
-        FakeQuantRun<kMxBlock>(x, y, n, [](const float* in, float* out) { MxGgmlFakeQuantBlock(in, out); });
+        FakeQuantRun<kMxBlock>(x, y, n, [](const float* in, float* out, int64_t) { MxGgmlFakeQuantBlock(in, out); });
         break;
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
-        FakeQuantRun<kMxBlock>(x, y, n, [&p](const float* in, float* out) { MxFakeQuantBlock<R>(p, in, out); });
+        FakeQuantRun<kMxBlock>(x, y, n, [&](const float* in, float* out, int64_t at) {
+          MxFakeQuantBlock<R>(p, in, out, RbitsAt(k, at));
+        });
         break;
       }
       case KernelFamily::nvfp4:
@@ -316,8 +337,8 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         WithHif4Elements(k.family, [&](auto elements) {
           constexpr Hif4Elements K = decltype(elements)::value;
           QuantizeRun<kHif4Block, kHif4Block>(
-              k.nibble_order, 4, x, n, codes, scales, [&rules, order](const float* in, uint8_t* c, uint32_t* scale) {
-                const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, c);
+              k.nibble_order, 4, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
+                const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, c, RbitsAt(k, at));
                 scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
               });
         });
@@ -325,7 +346,7 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
       }
       case KernelFamily::mxfp4_ggml:
         QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
-                                            [](const float* in, uint8_t* c, uint32_t* scale) {
+                                            [](const float* in, uint8_t* c, uint32_t* scale, int64_t) {
                                               scale[0] = MxGgmlQuantize(in, c);
                                               scale[1] = MxGgmlQuantize(in + kMxBlock, c + kMxBlock);
                                             });
@@ -333,9 +354,10 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
         QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
-                                            [&p](const float* in, uint8_t* c, uint32_t* scale) {
-                                              scale[0] = MxQuantizeBlock<R>(p, in, c);
-                                              scale[1] = MxQuantizeBlock<R>(p, in + kMxBlock, c + kMxBlock);
+                                            [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
+                                              scale[0] = MxQuantizeBlock<R>(p, in, c, RbitsAt(k, at));
+                                              scale[1] = MxQuantizeBlock<R>(p, in + kMxBlock, c + kMxBlock,
+                                                                            RbitsAt(k, at + kMxBlock));
                                             });
         break;
       }
@@ -422,20 +444,28 @@ AbsMaxStats AbsMaxStatsOf(const float* HWY_RESTRICT x, int64_t n) {
   return {std::bit_cast<float>(best), most > kInfBits, least > kInfBits};
 }
 
-void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n) {
+void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n,
+                   const uint8_t* HWY_RESTRICT rbits) {
   const hn::CappedTag<float, 16> d;
   const hn::RebindToSigned<decltype(d)> di;
+  int64_t i = 0;  // the lanes' position, for their random bytes
   auto each = [&](auto fn) {
-    for (int64_t i = 0; i < n; i += static_cast<int64_t>(hn::Lanes(d))) hn::StoreU(fn(hn::LoadU(d, in + i)), d, out + i);
+    for (i = 0; i < n; i += static_cast<int64_t>(hn::Lanes(d))) hn::StoreU(fn(hn::LoadU(d, in + i)), d, out + i);
   };
   auto grid = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return fn(v); }); };
   auto code = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return hn::ConvertTo(d, fn(v)); }); };
   auto value = [&](auto fn) { each([&](hn::Vec<decltype(d)> v) { return fn(hn::ConvertTo(di, v)); }); };
   switch (op) {
     case CodecOp::e2m1_grid:
-      return WithRounding(rounding, [&](auto r) { grid([&](auto v) { return RoundToGrid<kE2M1, decltype(r)::value>(d, v); }); });
+      return WithRounding(rounding, [&](auto r) {
+        constexpr Rounding R = decltype(r)::value;
+        grid([&](auto v) { return RoundToGrid<kE2M1, R>(d, v, RandomBytes<R>(d, rbits, i)); });
+      });
     case CodecOp::s1p2_grid:
-      return WithRounding(rounding, [&](auto r) { grid([&](auto v) { return RoundToGrid<kS1P2, decltype(r)::value>(d, v); }); });
+      return WithRounding(rounding, [&](auto r) {
+        constexpr Rounding R = decltype(r)::value;
+        grid([&](auto v) { return RoundToGrid<kS1P2, R>(d, v, RandomBytes<R>(d, rbits, i)); });
+      });
     case CodecOp::ue4m3_grid: return grid([&](auto v) { return RoundToGrid<kUE4M3, Rounding::rne>(d, v); });
     case CodecOp::e6m2_grid: return grid([&](auto v) { return RoundToGrid<kE6M2, Rounding::rne>(d, v); });
     case CodecOp::bf16_grid: return grid([&](auto v) { return RoundToGrid<kBF16, Rounding::rne>(d, v); });
@@ -476,8 +506,8 @@ void dequantize_values(const KernelArgs& k, const uint8_t* codes, const uint8_t*
   HWY_DYNAMIC_DISPATCH(DequantizeValues)(k, codes, scales, n, y);
 }
 float abs_max_dropping_nan(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxDroppingNan)(x, n); }
-void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(CodecOpValues)(op, rounding, in, out, n);
+void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n, const uint8_t* rbits) {
+  HWY_DYNAMIC_DISPATCH(CodecOpValues)(op, rounding, in, out, n, rbits);
 }
 AbsMaxStats abs_max_stats(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxStatsOf)(x, n); }
 

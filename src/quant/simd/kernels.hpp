@@ -41,7 +41,13 @@ struct KernelArgs {
   bool nv_positive_zero = false;
   // NVFP4 16x16 tiles (tile_2d): the amax of each block of the run, or null.
   const float* nv_block_amax = nullptr;
+  // Rounding::stochastic: the run's random bytes, one per value from its
+  // start, for the run rounded up to kRbitsPad values (the zero padding of a
+  // tail rounds to 0 whatever its bytes); null otherwise.
+  const uint8_t* rbits = nullptr;
 };
+// Every kernel reads its random bytes in groups of at most this many values.
+inline constexpr int64_t kRbitsPad = 64;
 
 // n consecutive values of one row that start at a block boundary: n / block
 // whole blocks, then a tail of n % block values zero-padded to a block.
@@ -63,7 +69,9 @@ enum class CodecOp : uint8_t {
   e2m1_code, s1p2_code, ue4m3_code, e6m2_code,
   e2m1_value, s1p2_value, ue4m3_value, e6m2_value,
 };
-void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n);
+// Stochastic rounding reads rbits[i], the random byte of in[i].
+void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_t n,
+              const uint8_t* rbits = nullptr);
 // The amax reductions of NvAmaxNan in one pass: the fmaxf maximum, and whether
 // any / every value is NaN (propagate: the first NaN wins; maxnum: NaN only
 // when all are).

@@ -141,8 +141,10 @@ HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxParams& p, const MxBlock& b,
   return y;
 }
 
+// rbits: the block's random bytes (Rounding::stochastic), else unread.
 template <Rounding R>
-HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                                 const uint8_t* HWY_RESTRICT rbits) {
   const MxTag d;
   const hn::RebindToSigned<MxTag> di;
   const int n = static_cast<int>(hn::Lanes(d));
@@ -154,7 +156,7 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
   for (int i = 0; i < kMxBlock; i += n) {
     const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
-    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled));
+    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
     // Decode: fp32(±e2m1 * 2^(c-127)), one rounding (overflow to Inf only).
     hn::StoreU(hn::Mul(hn::CopySignToAbs(grid, scaled), b.unit), d, y + i);
   }
@@ -163,13 +165,13 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
 // Writes 32 codes (sign in bit 3) of a block that is not a NaN block; returns the E8M0 code.
 template <Rounding R>
 HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_bits, const float* HWY_RESTRICT x,
-                                          uint8_t* HWY_RESTRICT codes) {
+                                          uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
   const MxTag d;
   const hn::RebindToSigned<MxTag> di;
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
   for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
     const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
-    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled));
+    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
     const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, scaled)), hn::Set(di, 8));
     StoreCodeBytes(d, hn::Or(E2m1Code(d, grid), sign), codes + i);
   }
@@ -177,10 +179,11 @@ HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_
 }
 
 template <Rounding R>
-HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
+HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes,
+                                   const uint8_t* HWY_RESTRICT rbits) {
   const MxTag d;
   const auto amax_bits = MxAmaxBits(d, x);
-  if (HWY_LIKELY(!MxIsNanBlock(d, p, amax_bits))) return MxQuantizeNumericBlock<R>(p, amax_bits, x, codes);
+  if (HWY_LIKELY(!MxIsNanBlock(d, p, amax_bits))) return MxQuantizeNumericBlock<R>(p, amax_bits, x, codes, rbits);
   if (p.nan_block_codes == MxNanBlockCodes::torchao_cuda) {  // mxfp4.cpp nan_block_codes
     for (int i = 0; i < kMxBlock; ++i) codes[i] = 0x4;
     return kMxNanScale;
@@ -191,7 +194,7 @@ HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT 
     const bool poison = std::isnan(x[i]) || (std::isinf(x[i]) && p.inf_amax == MxInfAmax::nan_block);
     cleaned[i] = poison ? 0.0f : x[i];
   }
-  MxQuantizeNumericBlock<R>(p, MxAmaxBits(d, cleaned), cleaned, codes);
+  MxQuantizeNumericBlock<R>(p, MxAmaxBits(d, cleaned), cleaned, codes, rbits);
   return kMxNanScale;
 }
 

@@ -274,9 +274,11 @@ HWY_INLINE NvGroupScales NvScaleGroup(const NvTensorConstants& t, const float* H
 // The E2M1 code of y = x (op) e and its signed value q, as the policy's
 // library casts (cvt_satfinite_e2m1, modelopt_cast_fp4, ct_cast_fp4, or
 // torchao's NaN case). With positive_zero, q is +0 where the code is 0x8.
+// r: the lanes' random bytes (Rounding::stochastic: cvt.rs, NaN -> +6 as cvt.rn).
 template <class P, Rounding R>
 HWY_INLINE hn::Vec<NvTag> NvElement(const NvTensorConstants& t, hn::Vec<NvTag> e, bool zero_divisor,
-                                    hn::Vec<NvTag> x, IntVec<NvTag>* code) {
+                                    hn::Vec<NvTag> x, IntVec<NvTag>* code,
+                                    IntVec<NvTag> r = hn::Zero(hn::RebindToSigned<NvTag>())) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
   const auto sign_mask = hn::Set(di, INT32_MIN);
@@ -296,7 +298,7 @@ HWY_INLINE hn::Vec<NvTag> NvElement(const NvTensorConstants& t, hn::Vec<NvTag> e
     }
   }
   const auto nan = hn::IsNaN(y);
-  const auto grid = E2m1Grid<R>(d, hn::IfThenZeroElse(nan, hn::Abs(y)));
+  const auto grid = E2m1Grid<R>(d, hn::IfThenZeroElse(nan, hn::Abs(y)), r);
   auto sign = P::kSignLessThanZero ? hn::IfThenElseZero(hn::RebindMask(di, hn::Lt(y, hn::Zero(d))), sign_mask)
                                    : hn::And(hn::BitCast(di, y), sign_mask);
   sign = hn::IfThenZeroElse(hn::RebindMask(di, nan), sign);
@@ -337,10 +339,12 @@ HWY_INLINE void NvDecodeBlock(const NvTensorConstants& t, uint8_t scale, const u
 
 // ---- Generic kernel: kNvGroup blocks --------------------------------------------
 
-// Writes fake-quant values to y when y is set, else codes (one per byte) and scale codes.
+// Writes fake-quant values to y when y is set, else codes (one per byte) and
+// scale codes. rbits: the group's random bytes (Rounding::stochastic), else unread.
 template <class P, Rounding R>
 HWY_INLINE void NvGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, const float* HWY_RESTRICT amax,
-                        float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
+                        float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales,
+                        const uint8_t* HWY_RESTRICT rbits) {
   const NvTag d;
   const hn::RebindToSigned<NvTag> di;
   const int n = static_cast<int>(hn::Lanes(d));
@@ -351,11 +355,14 @@ HWY_INLINE void NvGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x,
     if (y) {
       const auto f = hn::Set(d, t.factor[g.code[b]]);
       for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n)
-        hn::StoreU(NvDecode(t, NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), nullptr), f), d, y + i);
+        hn::StoreU(NvDecode(t, NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), nullptr,
+                                               RandomBytes<R>(d, rbits, i)),
+                            f),
+                   d, y + i);
     } else {
       for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
         IntVec<NvTag> code = hn::Zero(di);
-        NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), &code);
+        NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), &code, RandomBytes<R>(d, rbits, i));
         StoreCodeBytes(d, code, codes + i);
       }
       scales[b] = static_cast<uint32_t>(g.code[b]);
