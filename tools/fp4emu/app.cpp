@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "html_report.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/printable.hpp"
@@ -67,7 +68,10 @@ std::unique_ptr<CliApp> build_app() {
   return cli;
 }
 
-int run_main(int argc, char** argv) {
+namespace {
+
+// Parses and runs one command on this rank (the whole job when alone).
+int run_command(int argc, char** argv) {
   const std::unique_ptr<CliApp> cli = build_app();
   CLI::App& app = cli->app;
   std::string names;
@@ -91,13 +95,22 @@ int run_main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // The message goes last, where a reader of the terminal looks first.
-    fmt::print(stderr, "{} --help lists the options\nfp4emu: error: {}\n", command_path(app),
-               io::printable(e.what(), 2000));
+    // Every rank of a job parses the same line: rank 0 says it.
+    if (dist::is_root())
+      fmt::print(stderr, "{} --help lists the options\nfp4emu: error: {}\n", command_path(app),
+                 io::printable(e.what(), 2000));
     return 2;
   }
   html::set_command_line(argc, argv);  // shown on --report pages
   try {
-    return cli->action ? cli->action() : 0;
+    try {
+      return cli->action ? cli->action() : 0;
+    } catch (...) {
+      dist::fail(std::current_exception());  // other ranks hear of it; alone, rethrows
+    }
+  } catch (const dist::JobFailed& e) {
+    if (dist::is_root()) fmt::print(stderr, "fp4emu: error (rank {} of {}): {}\n", e.rank, dist::size(), e.what());
+    return e.exit_code;
   } catch (const InputError& e) {
     fmt::print(stderr, "fp4emu: error: {}\n", e.what());
     return 2;
@@ -108,6 +121,13 @@ int run_main(int argc, char** argv) {
     fmt::print(stderr, "fp4emu: internal error: {}\n", e.what());
     return 3;
   }
+}
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+  dist::start(&argc, &argv);  // MPI, when an mpirun/srun job started this process
+  return dist::finish(run_command(argc, argv));
 }
 
 }  // namespace fp4emu::cli

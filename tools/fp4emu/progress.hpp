@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <string>
 
+#include "distributed.hpp"
 #include "fp4emu/error.hpp"
 
 namespace fp4emu::cli {
@@ -33,6 +34,7 @@ class Progress {
     } else if (mode == "auto") {
       enabled_ = ::isatty(STDERR_FILENO) != 0;
     }
+    if (!dist::is_root()) enabled_ = false;  // in an MPI job, rank 0 shows its own progress
     start_ = Clock::now();
   }
   ~Progress() { clear(); }

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""fp4emu under mpirun gives the single-process bytes (README.md "Across machines").
+
+    mpi_reproduce.py CHECK --fp4emu PATH --mpirun PATH --dump FILE --work DIR
+
+CHECK is one of compare, underflow, resq, inspect, golden (generate), failure. Each
+study runs once alone (no launcher: one process) and then under
+`mpirun -n 1`, `-n 2` and `-n 3` (--oversubscribe; --allow-run-as-root when
+run as root, as CI does); every report file and the standard output must be
+byte-identical to the single process's. `failure`: a rank whose tensor has no
+weights, and a damaged dump that every rank reads, make the whole job exit 2
+with the message, printed once, and no report.
+"""
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+RANKS = (1, 2, 3)
+
+
+def mpirun_prefix(args, n):
+    cmd = [args.mpirun, "-n", str(n), "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def run(cmd, expect=0):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != expect:
+        sys.exit(f"FAIL: {' '.join(cmd)}\nexit {p.returncode}, expected {expect}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def tree(path):
+    """Relative paths of every file under `path` (or [''] for a file)."""
+    if os.path.isfile(path):
+        return [""]
+    out = []
+    for root, _, files in os.walk(path):
+        out += [os.path.relpath(os.path.join(root, f), path) for f in files]
+    return sorted(out)
+
+
+def same_bytes(a, b, what):
+    ta, tb = tree(a), tree(b)
+    if ta != tb:
+        sys.exit(f"FAIL: {what}: files differ\n  alone: {ta}\n  mpi:   {tb}")
+    for rel in ta:
+        fa, fb = os.path.join(a, rel) if rel else a, os.path.join(b, rel) if rel else b
+        if not filecmp.cmp(fa, fb, shallow=False):
+            sys.exit(f"FAIL: {what}: {rel or os.path.basename(a)} differs from the single-process run ({fa} vs {fb})")
+    return len(ta)
+
+
+def check_study(args, name, argv_for):
+    """argv_for(out) -> fp4emu arguments writing to `out`; stdout compared too."""
+    base = os.path.join(args.work, name)
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    alone_out = os.path.join(base, "alone")
+    alone = run([args.fp4emu] + argv_for(alone_out))
+    for n in RANKS:
+        out = os.path.join(base, f"n{n}")
+        p = run(mpirun_prefix(args, n) + [args.fp4emu] + argv_for(out))
+        files = same_bytes(alone_out, out, f"{name} under mpirun -n {n}")
+        if p.stdout.replace(out, alone_out) != alone.stdout:
+            sys.exit(f"FAIL: {name} under mpirun -n {n}: stdout differs\n--- alone\n{alone.stdout}\n--- mpi\n{p.stdout}")
+        print(f"{name}: mpirun -n {n}: {files} file(s) and stdout identical to the single process")
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, shape, float32 little-endian bytes)."""
+    header, offset = {}, 0
+    for name, shape, data in tensors:
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(t[2] for t in tensors))
+
+
+def check_failure(args):
+    base = os.path.join(args.work, "failure")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    # Weights for layer 0's down_proj only: the rank studying layer 1's fails
+    # (the split puts the second of two equal tensors on rank 1).
+    d, n = 2752, 8
+    weights = os.path.join(base, "weights.safetensors")
+    write_safetensors(weights, [("model.layers.0.mlp.down_proj.weight", (n, d),
+                                 struct.pack(f"<{n * d}f", *[((i * 37) % 101 - 50) / 500.0 for i in range(n * d)]))])
+    study = ["resq", args.dump, "--tensor", "model.layers.0.mlp.down_proj.input", "--tensor",
+             "model.layers.1.mlp.down_proj.input", "--weights", weights, "--pattern", "none,2:4", "--progress", "never"]
+    for n in RANKS:
+        out = os.path.join(base, f"resq_n{n}")
+        p = run(mpirun_prefix(args, n) + [args.fp4emu] + study + ["--out", out], expect=2)
+        msg = "no weight for tensor model.layers.1.mlp.down_proj.input"
+        if p.stderr.count(msg) != 1:
+            sys.exit(f"FAIL: mpirun -n {n}: the message should appear once on stderr:\n{p.stderr}")
+        if n > 1 and "rank 1 of" not in p.stderr:
+            sys.exit(f"FAIL: mpirun -n {n}: the message should name rank 1, where it failed:\n{p.stderr}")
+        if os.path.exists(out) or "wrote" in p.stdout:
+            sys.exit(f"FAIL: mpirun -n {n}: a report was written ({out})")
+        print(f"failure: mpirun -n {n}: rank-local failure -> exit 2, one message, no report")
+    # A damaged dump every rank opens: each fails alike; one message.
+    bad = os.path.join(base, "bad.safetensors")
+    with open(args.dump, "rb") as f:
+        data = f.read()
+    with open(bad, "wb") as f:
+        f.write(data[: len(data) // 2])
+    for n in RANKS:
+        out = os.path.join(base, f"compare_n{n}.json")
+        p = run(mpirun_prefix(args, n) + [args.fp4emu, "compare", bad, "--json", out], expect=2)
+        if p.stderr.count("bad.safetensors") != 1 or os.path.exists(out):
+            sys.exit(f"FAIL: mpirun -n {n}: a damaged dump should give one message and no report:\n{p.stderr}")
+        print(f"failure: mpirun -n {n}: damaged dump -> exit 2, one message, no report")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("check", choices=["compare", "underflow", "resq", "inspect", "golden", "failure"])
+    ap.add_argument("--fp4emu", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    dump = args.dump
+    quiet = ["--progress", "never"]
+    if args.check == "compare":
+        check_study(args, "compare", lambda out: ["compare", dump, "--recipe", "all", *quiet, "--csv", out])
+        check_study(args, "compare_json", lambda out: ["compare", dump, *quiet, "--json", out])
+    elif args.check == "underflow":
+        check_study(args, "underflow", lambda out: ["underflow", dump, *quiet, "--transform", "none",
+                                                    "--transform", "rht", "--out", out])
+    elif args.check == "resq":
+        check_study(args, "resq", lambda out: ["resq", dump, "--tensor", r"re:model\.layers\.[12]\..*", *quiet,
+                                               "--pattern", "none,dense,2:4,channel50", "--out", out])
+    elif args.check == "inspect":
+        check_study(args, "inspect", lambda out: ["inspect", dump, *quiet, "--json", out])
+    elif args.check == "golden":
+        check_study(args, "golden", lambda out: ["golden", "generate", "--recipe", "mxfp4.ocp,nvfp4.te,hif4.v14",
+                                                 "--threads", "1", "--out", out])
+    elif args.check == "failure":
+        check_failure(args)
+
+
+if __name__ == "__main__":
+    main()
