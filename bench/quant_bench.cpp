@@ -14,8 +14,15 @@
 // tools/bench_table.py turns `--benchmark_format=json` output into the ratio
 // table of the README (fast/reference, fast/bandwidth).
 //
+// Stochastic rounding, for one recipe per format that offers it (mxfp4.ocp,
+// nvfp4.te, hif4.v14): fake-quant and quantize with each kind of random-bit
+// source (Philox in TransformerEngine's stream mapping, Philox by element
+// index, given uint8 bytes), op fake_quant_sr_<source> or
+// quantize_sr_<source>, beside the recipe's own rounding in the same run.
+//
 // Names: <op>/<recipe>/<dtype>/<impl>, op in stream, fake_quant, quantize,
-// dequantize; impl in reference, fast_1t, fast_2t, fast_all. FP4EMU_BENCH_TARGET
+// dequantize (and the _sr_ ops above); impl in reference, fast_1t, fast_2t,
+// fast_all. FP4EMU_BENCH_TARGET
 // names the Highway target to run the fast path on (default: the best one).
 //
 // Instruction counts (timings on a shared machine drift; instruction counts
@@ -35,6 +42,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -112,18 +120,40 @@ void stream(benchmark::State& state, int threads) {
   set_counters(state, threads);
 }
 
-QuantOptions options_for(const std::string& recipe, bool bf16, const Impl_& impl) {
+// Uniform random bytes, one per element (the given-bits source).
+const std::vector<uint8_t>& random_bytes() {
+  static const std::vector<uint8_t> data = [] {
+    std::vector<uint8_t> v(kElements);
+    std::mt19937_64 rng(7);
+    for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
+    return v;
+  }();
+  return data;
+}
+
+// sr: the stochastic-rounding bit source ("" for the recipe's own rounding);
+// `elements` values are quantized.
+QuantOptions options_for(const std::string& recipe, bool bf16, const Impl_& impl, const std::string& sr = "",
+                         int64_t elements = kElements) {
   QuantOptions o;
   o.recipe = recipe;
   o.input_dtype = bf16 ? InputDType::bf16 : InputDType::f32;
   o.impl = impl.impl;
   o.threads = impl.threads;
+  if (sr.empty()) return o;
+  o.rounding = Rounding::stochastic;
+  if (sr == "bytes") {
+    o.stochastic.bytes = std::span<const uint8_t>(random_bytes()).first(static_cast<size_t>(elements));
+  } else {
+    o.stochastic.seed = 42;
+    o.stochastic.rng = sr == "philox_te" ? SrRng::philox_te : SrRng::philox_index;
+  }
   return o;
 }
 
-void fake_quant_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl) {
+void fake_quant_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl, std::string sr) {
   const Tensor& x = input(bf16);
-  const QuantOptions o = options_for(recipe, bf16, impl);
+  const QuantOptions o = options_for(recipe, bf16, impl, sr);
   Tensor y;
   fake_quant(x, o, y);  // allocate and touch the output once
   for (auto _ : state) {
@@ -133,9 +163,9 @@ void fake_quant_bench(benchmark::State& state, std::string recipe, bool bf16, Im
   set_counters(state, impl.threads ? impl.threads : all_threads());
 }
 
-void quantize_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl) {
+void quantize_bench(benchmark::State& state, std::string recipe, bool bf16, Impl_ impl, std::string sr) {
   const Tensor& x = input(bf16);
-  const QuantOptions o = options_for(recipe, bf16, impl);
+  const QuantOptions o = options_for(recipe, bf16, impl, sr);
   PackedTensor p;
   quantize(x, o, p);
   for (auto _ : state) {
@@ -159,12 +189,16 @@ void dequantize_bench(benchmark::State& state, std::string recipe, bool bf16, Im
   set_counters(state, impl.threads ? impl.threads : all_threads());
 }
 
-// One benchmark: op, recipe, input dtype (bf16 or f32), implementation.
+// One benchmark: op, recipe, input dtype (bf16 or f32), implementation, and
+// the random-bit source of stochastic rounding (empty: the recipe's rounding).
 struct Case {
   std::string op, recipe;
   bool bf16;
   Impl_ impl;
-  std::string name() const { return op + "/" + recipe + "/" + (bf16 ? "bf16/" : "f32/") + impl.name; }
+  std::string sr;
+  std::string name() const {
+    return op + (sr.empty() ? "" : "_sr_" + sr) + "/" + recipe + "/" + (bf16 ? "bf16/" : "f32/") + impl.name;
+  }
 };
 
 // Every recipe, every operation, every implementation (see the file comment).
@@ -175,17 +209,21 @@ std::vector<Case> all_cases() {
     std::vector<bool> dtypes = {r.bf16_input_only};
     if (r.is_default) dtypes.push_back(true);
     for (bool bf16 : dtypes)
-      for (const Impl_& impl : kImpls) cases.push_back({"fake_quant", id, bf16, impl});
+      for (const Impl_& impl : kImpls) cases.push_back({"fake_quant", id, bf16, impl, ""});
     if (r.fake_quant_only) continue;
     for (const char* op : {"quantize", "dequantize"})
-      for (const Impl_& impl : kImpls) cases.push_back({op, id, r.bf16_input_only, impl});
+      for (const Impl_& impl : kImpls) cases.push_back({op, id, r.bf16_input_only, impl, ""});
   }
+  for (const char* id : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"})
+    for (const char* sr : {"philox_te", "philox_index", "bytes"})
+      for (const char* op : {"fake_quant", "quantize"})
+        for (const Impl_& impl : kImpls) cases.push_back({op, id, false, impl, sr});
   return cases;
 }
 
 void run_case(benchmark::State& state, const Case& c) {
-  if (c.op == "fake_quant") return fake_quant_bench(state, c.recipe, c.bf16, c.impl);
-  if (c.op == "quantize") return quantize_bench(state, c.recipe, c.bf16, c.impl);
+  if (c.op == "fake_quant") return fake_quant_bench(state, c.recipe, c.bf16, c.impl, c.sr);
+  if (c.op == "quantize") return quantize_bench(state, c.recipe, c.bf16, c.impl, c.sr);
   return dequantize_bench(state, c.recipe, c.bf16, c.impl);
 }
 
@@ -214,7 +252,7 @@ int count_one(const std::string& name, int64_t elements) {
   Tensor x = input(c.bf16);
   x.data.resize(elements);
   x.shape = {elements / 4096, 4096};
-  QuantOptions o = options_for(c.recipe, c.bf16, c.impl);
+  QuantOptions o = options_for(c.recipe, c.bf16, c.impl, c.sr, elements);
   auto run = [&](Tensor& y, PackedTensor& p, const PackedTensor& packed) {
     if (c.op == "fake_quant") fake_quant(x, o, y);
     if (c.op == "quantize") quantize(x, o, p);
