@@ -16,6 +16,10 @@ Metrics (all sums in double, over finite pairs):
   shrink    mean(sign(x) (Q(x) - x)) / mean(|x|): the magnitude bias
             (negative: Q shrinks values toward zero), with its standard error
   z         shrink / its standard error
+  sr_truncation  the most SR's 8-bit rule shrinks the unclipped elements on
+            average (E[SR(x)] falls short of x by less than a 2^-8 of the
+            grid step), on shrink's scale: SR's shrink_unclipped lies
+            between it and 0, up to sampling error
   clip      share of elements beyond their block's largest value (the top
             code, |x| > |Q_nearest(x)|): every rounding clips them, SR too, so
             `shrink_unclipped` repeats shrink without them
@@ -71,11 +75,26 @@ def clipped(x, recipe, input_dtype, xf, q_nearest):
     return (mag == 7) & (np.abs(xf) > np.abs(q_nearest))
 
 
-def tensor_metrics(x, q, clip):
+def truncation_bound(x, recipe, input_dtype, xf):
+    """Per element, the most the 8-bit rule of SR rounds toward zero on average.
+
+    SR rounds away from zero iff floor(delta * 2^8) + r >= 2^8 (delta: the
+    position between the grid neighbours lo and hi, r: the random byte), so
+    E[SR(x)] = lo + (hi - lo) floor(delta * 2^8) / 2^8: short of x by less
+    than (hi - lo) / 2^8. r = 0 gives lo, r = 255 gives hi unless delta <
+    2^-8, where the shortfall is x - lo itself.
+    """
+    runs = [fp4emu.fake_quant(x, recipe, rounding="stochastic", rbits=np.full(x.shape, r, np.uint8),
+                              input_dtype=input_dtype).reshape(xf.shape).astype(np.float64) for r in (0, 255)]
+    lo, hi = runs
+    return np.where(hi != lo, np.abs(hi - lo) / 256, np.abs(xf - lo))
+
+
+def tensor_metrics(x, q, clip, trunc):
     """bias, shrink (and their standard errors) of Q on x; float64 sums over finite pairs."""
     x, q = x.astype(np.float64).ravel(), q.astype(np.float64).ravel()
     ok = np.isfinite(x) & np.isfinite(q)
-    x, q, clip = x[ok], q[ok], clip.ravel()[ok]
+    x, q, clip, trunc = x[ok], q[ok], clip.ravel()[ok], trunc.ravel()[ok]
     e = q - x
     s = np.sign(x) * e
     n = x.size
@@ -93,6 +112,7 @@ def tensor_metrics(x, q, clip):
         "clip": float(np.mean(clip)),
         "shrink_unclipped": float(np.mean(su) / mabs),
         "shrink_unclipped_se": float(np.std(su) / math.sqrt(su.size) / mabs),
+        "sr_truncation": float(-np.sum(trunc[keep]) / su.size / mabs),
         "qsnr_db": float(10 * math.log10(np.sum(x * x) / np.sum(e * e))),
     }
 
@@ -111,20 +131,22 @@ def study_tensors(tensors, recipes, seed):
     rows = []
     for set_name, named in tensors.items():
         for recipe in recipes:
-            parts = {r: ([], [], []) for r in ROUNDINGS}
+            parts = {r: ([], [], [], []) for r in ROUNDINGS}
             for i, (name, (x, dtype)) in enumerate(named.items()):
                 xf = x if dtype is None else (x.astype(np.uint32) << 16).view(np.float32)
                 xf = xf.reshape(-1, xf.shape[-1])
                 qn = quantize(x, recipe, "nearest", seed, input_dtype=dtype).reshape(xf.shape)
                 clip = clipped(x, recipe, dtype, xf, qn)
+                trunc = truncation_bound(x, recipe, dtype, xf)
                 for r in ROUNDINGS:
                     q = qn if r == "nearest" else quantize(x, recipe, r, seed, i, dtype).reshape(xf.shape)
                     parts[r][0].append(xf.ravel())
                     parts[r][1].append(q.ravel())
                     parts[r][2].append(clip.ravel())
+                    parts[r][3].append(trunc.ravel())
             for r in ROUNDINGS:
-                xs, qs, cs = (np.concatenate(p) for p in parts[r])
-                rows.append({"set": set_name, "recipe": recipe, "rounding": r, **tensor_metrics(xs, qs, cs)})
+                xs, qs, cs, ts = (np.concatenate(p) for p in parts[r])
+                rows.append({"set": set_name, "recipe": recipe, "rounding": r, **tensor_metrics(xs, qs, cs, ts)})
     return rows
 
 
@@ -212,7 +234,7 @@ def plot(res, path):
     recipes = list(dict.fromkeys(r["recipe"] for r in res["tensors"]))
     sets = list(dict.fromkeys(r["set"] for r in res["tensors"]))
     colors = dict(zip(recipes, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.4))
 
     ax = axes[0]
     width = 0.8 / len(recipes)
@@ -222,14 +244,15 @@ def plot(res, path):
                          and t["rounding"] == r) for s in sets]
             xs = np.arange(len(sets)) * 2 + j + (i - (len(recipes) - 1) / 2) * width
             ax.bar(xs, [100 * v["shrink"] for v in vals], width, yerr=[300 * v["shrink_se"] for v in vals],
-                   color=colors[recipe], alpha=1.0 if r == "nearest" else 0.45,
+                   color=colors[recipe], alpha=1.0 if r == "nearest" else 0.45, ecolor="0.45",
                    label=recipe if j == 0 else None)
+            ax.scatter(xs, [100 * v["shrink_unclipped"] for v in vals], marker="D", s=14, facecolor="white",
+                       edgecolor="k", zorder=3, label="without clipped elements" if i == 0 and j == 0 else None)
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xticks([2 * s + j for s in range(len(sets)) for j in range(2)],
                   [f"{s}\n{r}" for s in sets for r in ROUNDINGS], fontsize=8)
     ax.set_ylabel("magnitude bias mean(sign(x)(Q(x)-x)) / mean|x|  (%)")
     ax.set_title("(a, b) magnitude bias (error bars: 3 SE)", fontsize=10)
-    ax.legend(fontsize=8)
 
     acc = res["accumulation"]
     for k, noise in enumerate(res["config"]["noise"]):
@@ -241,17 +264,19 @@ def plot(res, path):
                 ax.loglog([a["N"] for a in pts], [a["acc_walk"] for a in pts], style, color=colors[recipe],
                           marker="o" if r == "nearest" else "x", ms=3, label=f"{recipe} {r}")
         ns = np.array(sorted({a["N"] for a in pts_n}), dtype=float)
-        lo = min(a["acc_walk"] for a in pts_n if a["N"] == ns[-1])
-        ax.loglog(ns, lo * 0.5 * np.sqrt(ns / ns[0]) / np.sqrt(ns[-1] / ns[0]), ":", color="gray",
-                  label="slope 1/2: error grows like N")
+        start = min(a["acc_walk"] for a in pts_n if a["N"] == ns[0])
+        ax.loglog(ns, 0.5 * start * np.sqrt(ns / ns[0]), ":", color="k", lw=1.2,
+                  label="slope 1/2: a bias (error ~ N)" if k == 0 else None)
         ax.set_xlabel("N (updates accumulated)")
         ax.set_ylabel("rms(sum Q(u) - sum u) / (sqrt(N) rms(u))")
         ax.set_title(f"(c) accumulated error, noise/drift = {noise:g}", fontsize=10)
         ax.grid(True, which="both", lw=0.3)
-    axes[2].legend(fontsize=7, ncol=2)
+    axes[0].legend(fontsize=8, loc="lower right")
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
     fig.suptitle("nearest (solid / dark) vs stochastic rounding (dashed / light), "
                  f"seed {res['config']['seed']}{' (quick run)' if res['config']['quick'] else ''}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
