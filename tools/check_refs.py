@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-SCAN_DIRS = ["include", "src", "tools", "tests", "bench", "fuzz", "golden", "python", "notebooks",
+SCAN_DIRS = ["include", "src", "tools", "tests", "bench", "fuzz", "golden", "python", "notebooks", "studies",
              "docs", "cmake"]
 SCAN_FILES = ["README.md", "CHANGELOG.md", "CMakeLists.txt"]
 TEXT_EXT = {".hpp", ".h", ".cpp", ".cc", ".c", ".cu", ".cuh", ".py", ".pyi", ".md", ".txt", ".cmake",
