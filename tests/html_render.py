@@ -207,6 +207,13 @@ def main():
             dt.call(f"{domain}.enable")
         dt.call("Page.navigate", url="file://" + os.path.abspath(args.page))
         dt.wait_event("Page.loadEventFired", args.timeout)
+        if args.screenshot:  # before the checks sort the tables
+            size = dt.call("Page.getLayoutMetrics")["cssContentSize"]
+            shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                           clip={"x": 0, "y": 0, "width": args.width, "height": min(size["height"], 16000),
+                                 "scale": 1})
+            with open(args.screenshot, "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
         result = dt.evaluate(CHECKS)
         problems += result["problems"]
         if result["tables"] and not result["sorted"]:
@@ -226,13 +233,6 @@ def main():
                 url = p["request"]["url"]
                 if not url.startswith("data:") and url != "file://" + os.path.abspath(args.page):
                     problems.append("request for " + url[:120])
-        if args.screenshot:
-            size = dt.call("Page.getLayoutMetrics")["cssContentSize"]
-            shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                           clip={"x": 0, "y": 0, "width": args.width, "height": min(size["height"], 16000),
-                                 "scale": 1})
-            with open(args.screenshot, "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
         print(f"{args.page}: {result['images']} image(s), {result['tables']} table(s), "
               f"{result['sorted']} sorted both ways, {len(problems)} problem(s)")
         try:

@@ -134,7 +134,9 @@ std::string tone_class(Cell::Tone t) {
   return "";
 }
 
-// System fonts only (the page loads no font); tables scroll inside their box.
+// System fonts only (the page loads no font); tables scroll inside their box,
+// and a cell breaks only inside a word longer than the box (break-word, not
+// anywhere), so tensor names and paths stay whole.
 constexpr const char* kStyle = R"(
 :root { color-scheme: light; --line: #d0d7de; --head: #f3f5f7; --muted: #57606a; }
 * { box-sizing: border-box; }
@@ -160,7 +162,7 @@ th:hover { background: #e6eaef; }
 th::after { content: " \2195"; color: #afb8c1; }
 th[aria-sort=ascending]::after { content: " \25B2"; color: #1f2328; }
 th[aria-sort=descending]::after { content: " \25BC"; color: #1f2328; }
-td { overflow-wrap: anywhere; }
+td { overflow-wrap: break-word; max-width: 60em; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tbody tr:nth-child(even) { background: #f8f9fa; }
 tbody tr:hover { background: #eef4ff; }

@@ -41,7 +41,8 @@ void inputs_section(Page& page, const ordered_json& input, const std::string& he
   if (hashed) t.columns.insert(t.columns.begin() + 3, "sha256");
   for (const ordered_json& f : files) {
     std::string meta;
-    for (const auto& [k, v] : f.value("metadata", ordered_json::object()).items())
+    const ordered_json metadata = f.value("metadata", ordered_json::object());
+    for (const auto& [k, v] : metadata.items())
       meta += (meta.empty() ? "" : ", ") + k + "=" + value_text(v);
     std::vector<Cell> row = {text(str(f, "file")), text(str(f, "kind")), integer(f.value("size_bytes", int64_t(0))),
                              text(meta.empty() ? "-" : meta)};
