@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "report_pages.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/golden/suite.hpp"
@@ -18,7 +19,10 @@ struct GenerateArgs {
 };
 
 int run_generate(const GenerateArgs& a) {
-  const golden::GenerateSummary s = golden::generate_suite(a.out, a.options);
+  golden::GenerateOptions options = a.options;
+  const golden::GenerateOptions::Exchange ranks{dist::rank(), dist::size(), dist::gather};
+  if (dist::size() > 1) options.exchange = &ranks;  // an MPI job: the cases shared, rank 0 writes
+  const golden::GenerateSummary s = golden::generate_suite(a.out, options);
   fmt::print("wrote {} cases, {} files, {} bytes to {}\n", s.cases, s.files, s.bytes, a.out);
   return 0;
 }

@@ -5,6 +5,7 @@
 // arrays; the verifier reads them back and compares a kernel's outputs.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,16 @@ struct GenerateOptions {
   int level = 1;                     // 1 edges + small random, 2 + larger random, 3 + exhaustive bf16 sets
   uint64_t seed = 1;
   int threads = 0;                   // 0: OpenMP's default; never changes the bytes
+  // Several processes generating one suite (the CLI's MPI ranks): each
+  // realizes its share of the cases and `gather` brings every share to
+  // rank 0, which alone touches `out`. The bytes do not depend on `size`.
+  struct Exchange {
+    int rank = 0, size = 1;
+    // Rank 0: every rank's payload, in rank order; other ranks: empty. Called
+    // by every rank the same number of times.
+    std::function<std::vector<std::string>(std::string)> gather;
+  };
+  const Exchange* exchange = nullptr;  // null: this process alone
 };
 
 // Each format's default recipe and its hardware recipes: the checked-in suite.
