@@ -9,6 +9,10 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libeigen3-dev libhwy-dev libomp-dev libpng-dev
   libmpfr-dev libgmp-dev libssl-dev
+  # The `fast` GEMM model's sgemm (optional: without it CMake falls back to Eigen).
+  libopenblas-dev
+  # The studies' pictures: cairo (PNG and SVG) and the font it draws text with.
+  libcairo2-dev fonts-dejavu-core
   python3 python3-numpy python3-pytest
   # The Python module (python/): headers, pybind11, PyTorch for fp4emu.torch and its tests.
   python3-dev pybind11-dev python3-pybind11 python3-torch
@@ -22,6 +26,8 @@ packages=(
   # runtimes, LLVM's OpenMP with the archer tool for ThreadSanitizer, and the
   # symbolizer for readable sanitizer stacks.
   clang libclang-rt-14-dev libomp-14-dev llvm
+  # MPI across machines (FP4EMU_MPI, README.md "Across machines"): Open MPI and mpirun.
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
