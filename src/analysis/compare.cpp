@@ -17,6 +17,8 @@ QuantOptions options_for(const Recipe& recipe, const CompareOptions& options, In
   o.recipe = std::string(recipe.id);
   o.axis = options.axis;
   o.tail = options.tail;
+  o.rounding = options.rounding;
+  o.stochastic = options.stochastic;
   o.input_dtype = dtype;
   return o;
 }

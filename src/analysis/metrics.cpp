@@ -35,6 +35,19 @@ double ErrorStats::zero_ratio() const {
   return count == 0 ? 0.0 : static_cast<double>(zero_after) / static_cast<double>(count);
 }
 
+double ErrorStats::bias() const {
+  if (count == 0) return std::numeric_limits<double>::quiet_NaN();
+  return error_sum / static_cast<double>(count);
+}
+
+double ErrorStats::bias_se() const {
+  if (count < 2) return std::numeric_limits<double>::quiet_NaN();
+  const double n = static_cast<double>(count);
+  // Rounding can leave the difference a hair below 0 when every error is equal.
+  const double variance = std::max(0.0, (error_energy - error_sum * error_sum / n) / (n - 1.0));
+  return std::sqrt(variance / n);
+}
+
 std::optional<double> ErrorStats::saturation_ratio() const {
   if (!saturated) return std::nullopt;
   return count == 0 ? 0.0 : static_cast<double>(*saturated) / static_cast<double>(count);
@@ -54,6 +67,7 @@ void ErrorStats::merge(const ErrorStats& o) {
   error_energy += o.error_energy;
   output_energy += o.output_energy;
   cross += o.cross;
+  error_sum += o.error_sum;
   max_abs_error = std::max(max_abs_error, o.max_abs_error);
 }
 
@@ -87,6 +101,7 @@ ErrorStats error_stats(std::span<const float> x, std::span<const float> quantize
     s.error_energy += e * e;
     s.output_energy += q * q;
     s.cross += a * q;
+    s.error_sum += q - a;
     s.max_abs_error = std::max(s.max_abs_error, std::fabs(e));
   }
   return s;

@@ -73,6 +73,30 @@ struct ExecFlags {
 void add_exec_flags(CLI::App* cmd, ExecFlags& flags);
 DequantOptions to_dequant_options(const ExecFlags& flags);
 
+// --round: a rounding name (codec/rounding.hpp), or InputError listing every rounding.
+std::optional<Rounding> parse_round_flag(const std::string& text);
+
+// --round stochastic's random bits: one option group for every command that
+// quantizes (fake-quant, quantize, compare, underflow, resq, gemm).
+struct SrFlags {
+  std::optional<uint64_t> seed, offset;
+  std::string rng, rbits, rbits_map;
+  // Set when the group is added: the Philox seed's flag ("--seed", or
+  // "--sr-seed" where the command has a --seed of its own), and why --rbits is
+  // refused (commands that quantize several tensors; empty: --rbits is read).
+  std::string seed_flag = "--seed";
+  std::string rbits_refusal;
+};
+struct SrScope {
+  bool own_seed = false;      // the command's --seed means something else: the Philox seed is --sr-seed only
+  std::string rbits_refusal;  // non-empty: --rbits is refused with this reason and fix
+};
+void add_sr_flags(CLI::App* cmd, SrFlags& flags, const SrScope& scope = {});
+// Checks the group against the element rounding (random bits only with
+// --round stochastic, from exactly one source) and fills the seed, offset,
+// stream and byte map of `bits`; the --rbits array is read by load_random_bits.
+void apply_sr_flags(const SrFlags& flags, std::optional<Rounding> rounding, StochasticBits& bits);
+
 // --format / --recipe / --axis / --tail / --round / packing options (and the exec flags).
 struct QuantFlags {
   std::string format;
@@ -83,9 +107,7 @@ struct QuantFlags {
   std::string nibble_order;
   std::string scale_bit_order;
   std::optional<float> global_amax;
-  // --round stochastic: its random bits (stochastic.hpp), generated or read.
-  std::optional<uint64_t> seed, offset;
-  std::string rng, rbits, rbits_map;
+  SrFlags sr;  // --round stochastic: its random bits (stochastic.hpp), generated or read
   ExecFlags exec;
 };
 void add_quant_flags(CLI::App* cmd, QuantFlags& flags, bool with_packing);

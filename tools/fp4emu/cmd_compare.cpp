@@ -33,6 +33,8 @@ struct Args {
   std::vector<std::string> recipes;
   int axis = -1;
   std::string tail;
+  std::string round;
+  SrFlags sr;  // --round stochastic: its random bits
   bool bf16_bits = false;
   std::string json_out;
   std::string csv_out;
@@ -156,15 +158,16 @@ Tensor load(const io::TensorSet& set, size_t index, io::DType dtype) {
 // `qsnr_title` and the width of its column differ between the per-tensor
 // table and the pooled one (which adds the mean of the per-tensor dB).
 void print_header_row(const char* qsnr_title, size_t qsnr_width) {
-  fmt::print("  {:<18} {:>{}} {:>10} {:>9} {:>11} {:>9} {:>8} {:>10} {:>8}\n", "recipe", qsnr_title, qsnr_width,
-             "NMSE", "cosine", "max |err|", "underflow", "zeros", "saturated", "NaN/Inf");
+  fmt::print("  {:<18} {:>{}} {:>10} {:>9} {:>11} {:>9} {:>8} {:>10} {:>8} {:>21}\n", "recipe", qsnr_title,
+             qsnr_width, "NMSE", "cosine", "max |err|", "underflow", "zeros", "saturated", "NaN/Inf", "bias (SE)");
 }
 
 void print_row(const Recipe& r, const ErrorStats& s, const std::string& qsnr, size_t qsnr_width) {
   const auto sat = s.saturation_ratio();
-  fmt::print("  {:<18} {:>{}} {:>10.3e} {:>9.6f} {:>11.4g} {:>9} {:>8} {:>10} {:>8}\n", r.id, qsnr, qsnr_width,
-             s.nmse(), s.cosine(), s.max_abs_error, percent(s.underflow_ratio()), percent(s.zero_ratio()),
-             sat ? percent(*sat) : std::string("n/a"), s.nonfinite());
+  fmt::print("  {:<18} {:>{}} {:>10.3e} {:>9.6f} {:>11.4g} {:>9} {:>8} {:>10} {:>8} {:>21}\n", r.id, qsnr,
+             qsnr_width, s.nmse(), s.cosine(), s.max_abs_error, percent(s.underflow_ratio()), percent(s.zero_ratio()),
+             sat ? percent(*sat) : std::string("n/a"), s.nonfinite(),
+             fmt::format("{:+.2e} ({:.1e})", s.bias(), s.bias_se()));
 }
 
 ordered_json metrics_json(const ErrorStats& s, double bits) {
@@ -187,30 +190,35 @@ ordered_json metrics_json(const ErrorStats& s, double bits) {
           {"max_abs_error", s.max_abs_error},
           {"signal_energy", s.signal_energy},
           {"error_energy", s.error_energy},
-          {"bits_per_element", bits}};
+          {"bits_per_element", bits},
+          {"bias", json_number(s.bias())},
+          {"bias_se", json_number(s.bias_se())},
+          {"error_sum", s.error_sum}};
 }
 
 const char* kCsvHeader =
     "scope,file,tensor,dtype,shape,format,recipe,skipped,n,n_nonzero,n_underflow,underflow_ratio,n_zero_after,"
     "zero_ratio_after,n_saturated,saturation_ratio,nan_in,inf_in,nonfinite_out,qsnr_db,mean_qsnr_db,nmse,rel_l2,"
-    "cosine,max_abs_error,signal_energy,error_energy,bits_per_element\n";
+    "cosine,max_abs_error,signal_energy,error_energy,bits_per_element,bias,bias_se,rounding,random_bits\n";
 
 std::string csv_row(const std::string& scope, const std::string& file, const std::string& tensor,
                     const std::string& dtype, const std::string& shape, const Recipe& r, const std::string& skipped,
-                    const ErrorStats& s, double mean_db, double bits) {
+                    const ErrorStats& s, double mean_db, double bits, const CompareOptions& o) {
   const auto sat = s.saturation_ratio();
+  const std::string rounding = rounding_csv(o.rounding, r, o.stochastic);
   if (!skipped.empty()) {
-    return fmt::format("{},{},{},{},{},{},{},{}{}\n", scope, csv_text(file), csv_text(tensor), dtype, shape,
-                       format_name(r.format), r.id, csv_text(skipped), std::string(20, ','));
+    return fmt::format("{},{},{},{},{},{},{},{}{},{}\n", scope, csv_text(file), csv_text(tensor), dtype, shape,
+                       format_name(r.format), r.id, csv_text(skipped), std::string(22, ','), rounding);
   }
-  return fmt::format("{},{},{},{},{},{},{},,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", scope,
+  return fmt::format("{},{},{},{},{},{},{},,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                     scope,
                      csv_text(file), csv_text(tensor), dtype, shape, format_name(r.format), r.id, s.count,
                      s.nonzero, s.flushed, csv_number(s.underflow_ratio()), s.zero_after,
                      csv_number(s.zero_ratio()), s.saturated ? std::to_string(*s.saturated) : "",
                      sat ? csv_number(*sat) : "", s.nan_in, s.inf_in, s.nonfinite_out, csv_number(s.qsnr_db()),
                      csv_number(mean_db), csv_number(s.nmse()), csv_number(s.rel_l2()), csv_number(s.cosine()),
                      csv_number(s.max_abs_error), csv_number(s.signal_energy), csv_number(s.error_energy),
-                     csv_number(bits));
+                     csv_number(bits), csv_number(s.bias()), csv_number(s.bias_se()), rounding);
 }
 
 
@@ -254,6 +262,8 @@ int run(const Args& a) {
     options.tail = parse_tail(a.tail);
     if (!options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
   }
+  options.rounding = parse_round_flag(a.round);
+  apply_sr_flags(a.sr, options.rounding, options.stochastic);
   if (!a.json_out.empty() && a.json_out == a.csv_out)
     throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
   for (const std::string* other : {&a.json_out, &a.csv_out})
@@ -346,7 +356,8 @@ int run(const Args& a) {
   fmt::print(
       "\nQSNR = 10 log10(sum x^2 / sum (x - Q(x))^2); NMSE = sum (x - Q(x))^2 / sum x^2; underflow = nonzero inputs "
       "quantized to 0;\nzeros = outputs equal to 0; saturated = inputs clipped to the largest code of their block; "
-      "NaN/Inf = non-finite inputs and outputs.\n");
+      "NaN/Inf = non-finite inputs and outputs;\nbias (SE) = mean of Q(x) - x over the valid pairs (its standard "
+      "error, docs/analysis.md §5.1).\n");
 
   if (!a.json_out.empty() || !a.report_out.empty()) {
     ordered_json j;
@@ -356,11 +367,13 @@ int run(const Args& a) {
     j["options"] = {{"tensor", a.tensors},
                     {"axis", a.axis},
                     {"tail", a.tail.empty() ? "recipe default" : a.tail},
-                    {"bf16_bits", a.bf16_bits}};
+                    {"bf16_bits", a.bf16_bits},
+                    {"rounding", rounding_json(options.rounding, options.stochastic)}};
     ordered_json rj = ordered_json::array();
     for (const Recipe* r : recipes)
       rj.push_back({{"id", r->id}, {"format", format_name(r->format)}, {"block", block_size(r->format)},
-                    {"spec", r->spec_ref}});
+                    {"spec", r->spec_ref},
+                    {"rounding", to_string(options.rounding.value_or(r->element_rounding))}});
     j["recipes"] = rj;
     ordered_json tj = ordered_json::array();
     for (const TensorRows& tr : rows) {
@@ -402,12 +415,12 @@ int run(const Args& a) {
         const io::TensorInfo& info = tr.entry->info;
         csv += csv_row("tensor", set.files()[tr.entry->file].string(), info.name,
                        std::string(io::dtype_name(info.dtype)), fmt::format("{}", fmt::join(info.shape, "x")),
-                       *res.recipe, res.skipped, res.stats, nan, res.bits_per_element);
+                       *res.recipe, res.skipped, res.stats, nan, res.bits_per_element, options);
       }
     }
     for (const PooledResult& p : pooled) {
       csv += csv_row("pooled", set.label(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
-                     p.stats, p.mean_qsnr_db(), p.bits_per_element());
+                     p.stats, p.mean_qsnr_db(), p.bits_per_element(), options);
     }
     write_text(a.csv_out, csv);
   }
@@ -432,6 +445,10 @@ void add_compare(CLI::App& app, Action& action) {
                   true);
   cmd->add_option("--axis", args->axis, "Block axis (negative counts from the end)")->default_val(-1)->check(axis_range());
   cmd->add_option("--tail", args->tail, "Axis length not a multiple of the block: pad | error (default: each recipe's)");
+  cmd->add_option("--round", args->round,
+                  "Element rounding of every recipe, where it allows it: rne | rha | rtz | tiesToZero | stochastic "
+                  "(stochastic needs --seed; default: each recipe's own)");
+  add_sr_flags(cmd, args->sr, {.rbits_refusal = kRbitsManyTensors});
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write every number as JSON to this file");
   cmd->add_option("--csv", args->csv_out, "Also write every number as CSV to this file (one row per tensor x recipe)");
@@ -440,7 +457,9 @@ void add_compare(CLI::App& app, Action& action) {
       ->default_val("auto");
   cmd->footer(
       "Example: fp4emu compare data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
-      "--format mxfp4,nvfp4 --csv down.csv");
+      "--format mxfp4,nvfp4 --csv down.csv\n"
+      "         fp4emu compare data/sample_dump.safetensors --format mxfp4 --round stochastic --seed 1 --json sr.json\n"
+      "bias = mean of Q(x) - x, with its standard error (docs/analysis.md §5.1).");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

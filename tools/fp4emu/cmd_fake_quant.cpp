@@ -19,7 +19,7 @@ int run(const Args& a) {
   if (std::filesystem::path(a.out).extension() != ".npy")
     throw InputError(
         fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", io::printable(a.out)));
-  check_not_an_input(a.out, "output", {a.in, a.flags.rbits});
+  check_not_an_input(a.out, "output", {a.in, a.flags.sr.rbits});
   QuantOptions o = options;
   const Tensor x = load_tensor(a.in, &o.input_dtype);
   RandomBits rbits;

@@ -19,6 +19,7 @@ namespace {
 struct Args {
   std::string a, b, out;
   std::string format, recipe, recipe_b, tail, round;
+  SrFlags sr;  // --round stochastic: the operands' random bits
   std::string model;
   std::string dense;
   int blocks_per_step = 1;
@@ -67,10 +68,8 @@ LoadedOperand load_operand(const Args& a, const std::string& path, char side, co
     o.tail = parse_tail(a.tail);
     if (!o.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
   }
-  if (!a.round.empty()) {
-    o.rounding = parse_rounding(a.round);
-    if (!o.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", a.round));
-  }
+  o.rounding = parse_round_flag(a.round);
+  apply_sr_flags(a.sr, o.rounding, o.stochastic);  // both operands: the same Philox key (docs/gemm.md)
   try {
     op.packed = quantize(t, o);
   } catch (const InputError& e) {
@@ -97,6 +96,10 @@ int run(const Args& a) {
   if (any_npy_quantized && a.format.empty() && a.recipe.empty())
     throw InputError("no format given: use --format hif4|mxfp4|nvfp4 (or --recipe ID) to quantize the .npy operands");
 
+  {  // random bits only with --round stochastic (which the check below ties to a quantized operand)
+    StochasticBits unused;
+    apply_sr_flags(a.sr, parse_round_flag(a.round), unused);
+  }
   // Quantization options apply only to operands quantized here; given for
   // packed (or dense) operands they would be silently ignored.
   const bool quantize_a = !is_packed_file(a.a) && !dense_a, quantize_b = !is_packed_file(a.b) && !dense_b;
@@ -171,12 +174,18 @@ void add_gemm(CLI::App& app, Action& action) {
   cmd->add_option("--out-format", args->out_format, "Quantize C along its last axis to this format");
   cmd->add_option("--out-recipe", args->out_recipe, "Recipe for --out-format");
   cmd->add_option("--tail", args->tail, "k not a multiple of the block: pad | error (default: the recipe's)");
-  cmd->add_option("--round", args->round, "Element rounding override where the recipe allows it");
+  cmd->add_option("--round", args->round,
+                  "Element rounding of the operands quantized here, where the recipe allows it: rne | rha | rtz | "
+                  "tiesToZero | stochastic (stochastic needs --seed)");
+  add_sr_flags(cmd, args->sr,
+               {.rbits_refusal = "gemm quantizes two operands; quantize each with `fp4emu quantize --rbits` (A with "
+                                 "--axis 1, B with --axis 0) and pass the packed files, or give --seed S"});
   add_threads_option(cmd, args->threads, "Threads");
   cmd->add_option("--impl", args->impl, "simd (default) or scalar: the single-threaded reference form, same bits");
   cmd->footer(
       "Example: fp4emu gemm x.npy w.npy y.npy --format nvfp4 --recipe nvfp4.te --model block_fp32 "
       "--blocks-per-step 4\n"
+      "         fp4emu gemm x.npy g.npy y.npy --format nvfp4 --model block_fp32 --round stochastic --seed 7\n"
       "Models are defined in docs/gemm.md. Packed inputs come from `fp4emu quantize` (A with --axis 1, B with "
       "--axis 0).");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });

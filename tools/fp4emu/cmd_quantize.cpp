@@ -23,7 +23,7 @@ int run_quantize(const QuantizeArgs& a) {
   if (std::filesystem::path(a.out).extension() != ".safetensors")
     throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors",
                                  io::printable(a.out)));
-  check_not_an_input(a.out, "output", {a.in, a.flags.rbits});
+  check_not_an_input(a.out, "output", {a.in, a.flags.sr.rbits});
   const Tensor x = load_tensor(a.in, &o.input_dtype);
   RandomBits rbits;
   load_random_bits(a.flags, x.shape, o, rbits);

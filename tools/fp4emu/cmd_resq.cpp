@@ -53,10 +53,10 @@ struct Shape {
 };
 
 std::string csv_row(const ResqRow& r, const Recipe& recipe, const std::string& transform, const std::string& order,
-                    const Shape& sh) {
+                    const Shape& sh, const Study& study) {
   const bool pooled = r.tensors > 1 || r.tensor == "(pooled)";
   return fmt::format(
-      "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+      "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
       csv_text(r.tensor), format_name(recipe.format), recipe.id, csv_text(transform), r.pattern.name, order,
       pooled ? "" : std::to_string(sh.m), pooled ? "" : std::to_string(sh.d), pooled ? "" : std::to_string(sh.n),
       csv_number(r.kept_density()), csv_number(r.act_mse()), csv_number(r.act_nmse()), csv_number(r.act_qsnr_db()), csv_number(r.out_nmse_vs_xqw()),
@@ -64,7 +64,7 @@ std::string csv_row(const ResqRow& r, const Recipe& recipe, const std::string& t
       csv_number(r.recovered_fraction()), csv_number(r.drop_res_mse()), csv_number(r.drop_res_rmse()), csv_number(r.drop_res_norm()),
       csv_number(r.drop_prim_mse()), csv_number(r.drop_prim_rmse()), csv_number(r.drop_prim_norm()), csv_number(sparse_speedup(r.pattern)),
       csv_number(cost_over_mdn(r.pattern)), csv_number(speedup_vs_fp16(r.pattern)), r.tensors, csv_number(r.mean_act_qsnr_db),
-      csv_number(r.mean_out_qsnr_db));
+      csv_number(r.mean_out_qsnr_db), rounding_csv(study.rounding, recipe, study.stochastic));
 }
 
 ordered_json row_json(const ResqRow& r) {
@@ -252,7 +252,7 @@ ordered_json report_header(const Args& a, const Study& study, const Dump& dump, 
                             : ordered_json({{"synthetic", "N(0, 1/d)"}, {"n", a.n}, {"seed", a.seed}});
   root["aliases"] = dump.aliases();
   root["options"] = {{"order", a.order}, {"density", a.density}, {"seed", a.seed},
-                     {"rounding", study.rounding ? ordered_json(to_string(*study.rounding)) : ordered_json("recipe default")},
+                     {"rounding", rounding_json(study.rounding, study.stochastic)},
                      {"residual_scales", "recompute"}, {"tie", "lowest-index"}};
   root["cost_model"] = {
       {"formula", "C / (m d n) = (2 / r4) (1 + rho / r_s), r4 = 4, rho = 1 with a residual GEMM (0 for none)"},
@@ -300,14 +300,14 @@ int run(const Args& a) {
     ordered_json tensors_json = ordered_json::array();
     for (size_t k = 0; k < pr.rows.size(); ++k) {
       const Shape& sh = res.shapes[k / patterns.size()];
-      csv_out += csv_row(pr.rows[k], recipe, ttext, a.order, sh);
+      csv_out += csv_row(pr.rows[k], recipe, ttext, a.order, sh, study);
       ordered_json j = row_json(pr.rows[k]);
       j["m"] = sh.m, j["d"] = sh.d, j["n"] = sh.n;
       tensors_json.push_back(std::move(j));
     }
     ordered_json pooled_json = ordered_json::array();
     for (const ResqRow& r : pr.pooled) {
-      csv_out += csv_row(r, recipe, ttext, a.order, {});
+      csv_out += csv_row(r, recipe, ttext, a.order, {}, study);
       pooled_json.push_back(row_json(r));
     }
     print_table(recipe, ttext, a.order, pr, dump.size());

@@ -59,7 +59,7 @@ constexpr const char* kColumns =
     "file,tensor,layer,kind,proj,phase,step,m,d,format,recipe,transform,block,n,n_nonzero,n_underflow,"
     "underflow_ratio,zero_ratio_after,n_blocks,blocks_with_underflow_ratio,mean_block_ur,p99_block_ur,max_block_ur,"
     "outlier_block_ratio_abs,outlier_block_ratio_rel,outlier_block_ratio_uf,saturation_ratio,crest_mean,max_abs,rms,"
-    "qsnr_db,rel_l2,cosine";
+    "qsnr_db,rel_l2,cosine,rounding,random_bits";
 
 std::string meta(const Dump& d, size_t tensor, const char* key) {
   const auto& m = d.metadata(tensor);
@@ -148,7 +148,7 @@ ordered_json stats_json(const UnderflowStats& s) {
 }
 
 // summary.csv and the report's "tensors": one row per tensor x run.
-void write_tables(const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
+void write_tables(const Study& study, const std::vector<Run>& runs, const Dump& dump, const std::vector<Result>& results,
                   const std::vector<std::string>& weight_sources, Outputs& out) {
   ordered_json jt = ordered_json::array();
   for (const Result& res : results) {
@@ -156,7 +156,7 @@ void write_tables(const std::vector<Run>& runs, const Dump& dump, const std::vec
     const UnderflowStats& s = res.s;
     const std::string& name = dump.name(res.tensor);
     out.csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
         csv_text(dump.file(res.tensor).filename().string()), csv_text(name),
         res.role.layer < 0 ? "" : std::to_string(res.role.layer), res.role.kind, res.role.proj,
         csv_text(meta(dump, res.tensor, "phase")), csv_text(meta(dump, res.tensor, "step")), s.rows, s.cols,
@@ -166,7 +166,7 @@ void write_tables(const std::vector<Run>& runs, const Dump& dump, const std::vec
         csv_number(s.max_block_ur), csv_number(s.outlier_block_ratio_abs), csv_number(s.outlier_block_ratio_rel),
         csv_number(s.outlier_block_ratio_uf), s.saturation_ratio ? csv_number(*s.saturation_ratio) : "",
         csv_number(s.crest_mean), csv_number(s.max_abs), csv_number(s.rms), csv_number(s.qsnr_db),
-        csv_number(s.rel_l2), csv_number(s.cosine));
+        csv_number(s.rel_l2), csv_number(s.cosine), rounding_csv(study.rounding, *r.recipe, study.stochastic));
     ordered_json j;
     j["tensor"] = name;
     j["file"] = dump.file(res.tensor).string();
@@ -333,7 +333,8 @@ ordered_json report_json(const Args& a, const Study& study, const std::vector<Ru
                   {"transform", r.transform_text}});
   root["runs"] = rj;
   root["options"] = {{"tau_abs", a.uf.tau_abs}, {"tau_rel", a.uf.tau_rel}, {"tau_uf", a.uf.tau_uf},
-                     {"seed", a.seed},          {"synthetic_n", a.n}};
+                     {"seed", a.seed},          {"synthetic_n", a.n},
+                     {"rounding", rounding_json(study.rounding, study.stochastic)}};
   root["definitions"] = {
       {"underflow_ratio", "nonzero finite inputs x with Q(x) = 0, over nonzero finite inputs (of the quantized "
                           "operand, after any transform)"},
@@ -505,7 +506,7 @@ int run(const Args& a) {
 
   Outputs out;
   out.json = report_json(a, study, runs, dump);
-  write_tables(runs, dump, results, weight_sources, out);
+  write_tables(study, runs, dump, results, weight_sources, out);
   print_and_pool(runs, dump, results, out);
   summary_heatmap(runs, dump, results, out);
   detail_heatmap(a, runs, dump, results, detail_index, out);

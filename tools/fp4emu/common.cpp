@@ -161,6 +161,54 @@ DequantOptions to_dequant_options(const ExecFlags& f) {
   return o;
 }
 
+std::optional<Rounding> parse_round_flag(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const std::optional<Rounding> r = parse_rounding(text);
+  if (!r) {
+    std::vector<std::string_view> names;
+    for (Rounding k : kAllRoundings) names.push_back(to_string(k));
+    throw InputError(fmt::format("--round '{}' is unknown; use {}", io::printable(text, 40), fmt::join(names, ", ")));
+  }
+  return r;
+}
+
+void add_sr_flags(CLI::App* cmd, SrFlags& f, const SrScope& scope) {
+  // A command whose --seed seeds something else (synthetic weights, random
+  // patterns) takes the Philox seed as --sr-seed only; elsewhere both names work.
+  f.seed_flag = scope.own_seed ? "--sr-seed" : "--seed";
+  f.rbits_refusal = scope.rbits_refusal;
+  cmd->add_option(scope.own_seed ? "--sr-seed" : "--seed,--sr-seed", f.seed,
+                  "--round stochastic: Philox4x32-10 key of the random bits")
+      ->check(any_seed());
+  cmd->add_option("--offset", f.offset, "--round stochastic with " + f.seed_flag + ": Philox offset (default 0)")
+      ->check(any_seed());
+  cmd->add_option("--rng", f.rng,
+                  "--round stochastic with " + f.seed_flag +
+                      ": element-to-stream mapping, philox-te (TransformerEngine's stream, one thread per block; the "
+                      "default) or philox-index (counter = element index)");
+  cmd->add_option("--rbits", f.rbits,
+                  scope.rbits_refusal.empty()
+                      ? "--round stochastic: the random bits as a .npy, uint8 of the input's shape (one byte per "
+                        "element) or uint32 (one cvt.rs e2m1x4 word per 4 elements along the block axis)"
+                      : "--round stochastic: refused here (" + scope.rbits_refusal + ")");
+  cmd->add_option("--rbits-map", f.rbits_map,
+                  "Byte of a 32-bit random word that feeds each of its 4 elements: te (byte i -> element i, "
+                  "TransformerEngine's fallback; the default) or ptx (the PTX ISA text's reading)");
+}
+
+void apply_sr_flags(const SrFlags& f, std::optional<Rounding> rounding, StochasticBits& bits) {
+  // The rule and its messages are the library's (the Python module's too);
+  // the spelling is this command's.
+  SrSpelling spelling;
+  spelling.seed = f.seed_flag;
+  if (!f.rbits_refusal.empty()) {
+    spelling.rbits_value = "";  // not offered here
+    if (!f.rbits.empty() && rounding == Rounding::stochastic)
+      throw InputError(fmt::format("--rbits is refused here: {}", f.rbits_refusal));
+  }
+  apply_sr_request({rounding, f.seed, f.offset, f.rng, f.rbits_map, !f.rbits.empty()}, spelling, bits);
+}
+
 void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
   cmd->add_option("--format,-f", f.format, "Format: hif4, mxfp4 or nvfp4 (default recipe unless --recipe)");
   cmd->add_option("--recipe,-r", f.recipe, "Recipe id, e.g. hif4.a6 or a6 with --format hif4 (see `fp4emu formats`)");
@@ -169,18 +217,7 @@ void add_quant_flags(CLI::App* cmd, QuantFlags& f, bool with_packing) {
   cmd->add_option("--round", f.round,
                   "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero | stochastic "
                   "(stochastic needs --seed or --rbits)");
-  cmd->add_option("--seed", f.seed, "--round stochastic: Philox4x32-10 key of the random bits")->check(any_seed());
-  cmd->add_option("--offset", f.offset, "--round stochastic with --seed: Philox offset (default 0)")
-      ->check(any_seed());
-  cmd->add_option("--rng", f.rng,
-                  "--round stochastic with --seed: element-to-stream mapping, philox-te (TransformerEngine's "
-                  "stream, one thread per block; the default) or philox-index (counter = element index)");
-  cmd->add_option("--rbits", f.rbits,
-                  "--round stochastic: the random bits as a .npy, uint8 of the input's shape (one byte per "
-                  "element) or uint32 (one cvt.rs e2m1x4 word per 4 elements along the block axis)");
-  cmd->add_option("--rbits-map", f.rbits_map,
-                  "Byte of a 32-bit random word that feeds each of its 4 elements: te (byte i -> element i, "
-                  "TransformerEngine's fallback; the default) or ptx (the PTX ISA text's reading)");
+  add_sr_flags(cmd, f.sr);
   cmd->add_option("--global-amax", f.global_amax,
                   "NVFP4: per-tensor amax to use instead of the input's (0, or at least 2688/FLT_MAX ~ 7.9e-36)")
       ->check(real_in({0, std::numeric_limits<float>::max(), false, false, true}));
@@ -214,13 +251,8 @@ QuantOptions to_quant_options(const QuantFlags& f) {
     o.tail = parse_tail(f.tail);
     if (!o.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", f.tail));
   }
-  if (!f.round.empty()) {
-    o.rounding = parse_rounding(f.round);
-    if (!o.rounding)
-      throw InputError(
-          fmt::format("--round '{}' is unknown; use rne, rha, rtz, tiesToZero or stochastic", io::printable(f.round, 40)));
-  }
-  apply_sr_request({o.rounding, f.seed, f.offset, f.rng, f.rbits_map, !f.rbits.empty()}, SrSpelling{}, o.stochastic);
+  o.rounding = parse_round_flag(f.round);
+  apply_sr_flags(f.sr, o.rounding, o.stochastic);
   if (!f.nibble_order.empty()) {
     o.nibble_order = parse_nibble_order(f.nibble_order);
     if (!o.nibble_order)
@@ -249,8 +281,9 @@ QuantOptions to_quant_options(const QuantFlags& f) {
   return o;
 }
 
-void load_random_bits(const QuantFlags& f, const std::vector<int64_t>& shape, QuantOptions& o,
+void load_random_bits(const QuantFlags& flags, const std::vector<int64_t>& shape, QuantOptions& o,
                       RandomBits& storage) {
+  const SrFlags& f = flags.sr;
   if (f.rbits.empty()) return;
   const std::string name = io::printable(f.rbits);
   if (std::filesystem::path(f.rbits).extension() != ".npy")

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "progress.hpp"
+#include "report.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/io/printable.hpp"
@@ -33,7 +34,10 @@ void add_study_flags(CLI::App* cmd, StudyFlags& f) {
                   "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
   cmd->add_option("--scale-rule", f.scale_rule,
                   "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
-  cmd->add_option("--round", f.round, "Element rounding override where the recipe allows it");
+  cmd->add_option("--round", f.round,
+                  "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero | stochastic "
+                  "(stochastic needs --sr-seed)");
+  add_sr_flags(cmd, f.sr, {.own_seed = true, .rbits_refusal = kRbitsManyTensors});
   add_threads_option(cmd, f.threads, "Threads over tensors and inside each tensor's work; results do not depend on it");
   cmd->add_option("--progress", f.progress,
                   "Progress on stderr, one line per tensor with the elapsed time: auto (when a terminal) | always | "
@@ -41,14 +45,16 @@ void add_study_flags(CLI::App* cmd, StudyFlags& f) {
       ->default_val("auto");
 }
 
+const char* const kRbitsManyTensors =
+    "this command quantizes many tensors and one bits array fits one of them; give a Philox seed instead (every "
+    "tensor keyed by the same seed and offset), or quantize one tensor with `fp4emu fake-quant --rbits`";
+
 Study resolve_study(const StudyFlags& f) {
   check_progress_mode(f.progress);
   Study s;
   s.recipes = analysis::study_recipes(f.formats, f.recipes, f.scale_rule);
-  if (!f.round.empty()) {
-    s.rounding = parse_rounding(f.round);
-    if (!s.rounding) throw InputError(fmt::format("--round '{}' is unknown; use rne, rha, rtz or tiesToZero", f.round));
-  }
+  s.rounding = parse_round_flag(f.round);
+  apply_sr_flags(f.sr, s.rounding, s.stochastic);
   s.threads = thread_count(f.threads);  // the library's rule, a count to show and pass on
   return s;
 }
@@ -57,8 +63,36 @@ QuantOptions study_quant_options(const Study& study, const Recipe& recipe, Input
   QuantOptions o;
   o.recipe = std::string(recipe.id);
   o.rounding = study.rounding;
+  o.stochastic = study.stochastic;
   o.input_dtype = dtype;
   return o;
+}
+
+ordered_json rounding_json(std::optional<Rounding> rounding, const StochasticBits& bits) {
+  ordered_json j;
+  j["round"] = rounding ? ordered_json(to_string(*rounding)) : ordered_json("recipe default");
+  if (rounding != Rounding::stochastic) {
+    j["random_bits"] = nullptr;
+    return j;
+  }
+  ordered_json b;
+  if (bits.seed) {
+    b["source"] = to_string(bits.rng);
+    b["seed"] = *bits.seed;
+    b["offset"] = bits.offset;
+    if (bits.rng == SrRng::philox_te) b["map"] = to_string(bits.map);
+  } else {
+    b["source"] = bits.words.empty() ? "given bytes" : "given words";
+    if (!bits.words.empty()) b["map"] = to_string(bits.map);
+  }
+  b["text"] = describe(bits);
+  j["random_bits"] = b;
+  return j;
+}
+
+std::string rounding_csv(std::optional<Rounding> rounding, const Recipe& recipe, const StochasticBits& bits) {
+  const Rounding r = rounding.value_or(recipe.element_rounding);
+  return fmt::format("{},{}", to_string(r), r == Rounding::stochastic ? csv_text(describe(bits)) : "");
 }
 
 ordered_json inputs_json(const analysis::Dump& dump) {

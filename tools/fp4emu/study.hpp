@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "fp4emu/analysis/underflow.hpp"
 
 namespace fp4emu::cli {
@@ -20,26 +21,43 @@ struct StudyFlags {
   std::vector<std::string> recipes;
   std::string scale_rule;
   std::string round;
+  SrFlags sr;  // --round stochastic's random bits
   int threads = 0;
   std::string progress = "auto";
 };
 
 // The DUMP... positional (one or more inputs), described once for every command.
 CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs);
-// The DUMP... positional, --tensor, --format, --recipe, --scale-rule, --round,
+// The DUMP... positional, --tensor, --format, --recipe, --scale-rule, --round
+// (with the SR group: --sr-seed, since the studies' --seed is their own),
 // --threads and --progress.
 void add_study_flags(CLI::App* cmd, StudyFlags& flags);
+
+// Why --rbits is refused by the commands that quantize many tensors: one
+// array of bits cannot fit them all.
+extern const char* const kRbitsManyTensors;
 
 // The flags checked and resolved, before any input is read.
 struct Study {
   std::vector<const Recipe*> recipes;
   std::optional<Rounding> rounding;
-  int threads = 1;  // resolved: at least 1
+  StochasticBits stochastic;  // --round stochastic: the Philox key (every tensor takes the same)
+  int threads = 1;            // resolved: at least 1
 };
 Study resolve_study(const StudyFlags& flags);
 
 // The QuantOptions of one recipe of the study for a tensor of `dtype`.
 QuantOptions study_quant_options(const Study& study, const Recipe& recipe, InputDType dtype);
+
+// A report's "rounding" field: the element rounding (the recipe's own when
+// `rounding` is unset) and, under stochastic rounding, where the random bits
+// come from: {"source": "philox-te", "seed", "offset", "map"}, {"source":
+// "philox-index", "seed", "offset"}, or {"source": "given bytes" | "given
+// words", "map"}; null otherwise.
+nlohmann::ordered_json rounding_json(std::optional<Rounding> rounding, const StochasticBits& bits);
+// The same in the two CSV columns `rounding,random_bits` (describe() of the
+// bits; empty without stochastic rounding).
+std::string rounding_csv(std::optional<Rounding> rounding, const Recipe& recipe, const StochasticBits& bits);
 
 // The report's "input": every file (size, sha256, safetensors metadata), the
 // tensors studied and the duplicates reported once (docs/analysis.md "Inputs").

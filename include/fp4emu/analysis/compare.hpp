@@ -19,6 +19,8 @@ namespace fp4emu {
 struct CompareOptions {
   int axis = -1;                   // block axis; negative counts from the end
   std::optional<TailPolicy> tail;  // default: each recipe's
+  std::optional<Rounding> rounding;  // element rounding; default: each recipe's
+  StochasticBits stochastic;         // Rounding::stochastic: its random bits (every tensor the same key)
 };
 
 struct RecipeResult {

@@ -28,6 +28,7 @@ struct ErrorStats {
   double output_energy = 0;   // sum Q(x)^2
   double cross = 0;           // sum x Q(x)
   double max_abs_error = 0;   // max |x - Q(x)|
+  double error_sum = 0;       // sum (Q(x) - x): the signed error (docs/analysis.md §5.1)
 
   // 10 log10(sum x^2 / sum (x - Q(x))^2); +inf when the error is 0 (and for
   // an all-zero input), NaN when there are no valid pairs.
@@ -46,6 +47,13 @@ struct ErrorStats {
   double zero_ratio() const;
   // saturated / count; nullopt when saturation is unknown.
   std::optional<double> saturation_ratio() const;
+  // Mean signed error (the bias) sum (Q(x) - x) / count: positive when Q
+  // rounds up on average. NaN when there are no valid pairs.
+  double bias() const;
+  // Its standard error, sqrt(s^2 / count) with s^2 the sample variance of
+  // the signed error, (sum e^2 - (sum e)^2 / count) / (count - 1), from the
+  // pooled sums; NaN below 2 valid pairs (docs/analysis.md §5.1).
+  double bias_se() const;
   // NaN and Inf inputs plus non-finite outputs.
   int64_t nonfinite() const { return nan_in + inf_in + nonfinite_out; }
 
