@@ -152,8 +152,9 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px;
 dl.facts dt { font-weight: 600; color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
   font-size: 13px; }
-div.scroll { max-height: 560px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; margin: 4px 0 16px; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
+div.scroll { width: fit-content; max-width: 100%; max-height: 560px; overflow: auto; border: 1px solid var(--line);
+  border-radius: 6px; margin: 4px 0 16px; }
+table { border-collapse: collapse; font-size: 13px; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding: 6px 8px; background: #fff; }
 th, td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top; }
 th { position: sticky; top: 0; background: var(--head); border-bottom: 1px solid var(--line); cursor: pointer;

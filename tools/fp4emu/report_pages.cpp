@@ -37,19 +37,21 @@ void inputs_section(Page& page, const ordered_json& input, const std::string& he
   const ordered_json files = input.value("files", ordered_json::array());
   const bool hashed = std::any_of(files.begin(), files.end(), [](const ordered_json& f) { return f.contains("sha256"); });
   Table t;
-  t.columns = {"file", "kind", "size (bytes)", "metadata"};
-  if (hashed) t.columns.insert(t.columns.begin() + 3, "sha256");
+  t.columns = {"file", "kind", "size (bytes)"};
+  if (hashed) t.columns.push_back("sha256");
   for (const ordered_json& f : files) {
-    std::string meta;
-    const ordered_json metadata = f.value("metadata", ordered_json::object());
-    for (const auto& [k, v] : metadata.items())
-      meta += (meta.empty() ? "" : ", ") + k + "=" + value_text(v);
-    std::vector<Cell> row = {text(str(f, "file")), text(str(f, "kind")), integer(f.value("size_bytes", int64_t(0))),
-                             text(meta.empty() ? "-" : meta)};
-    if (hashed) row.insert(row.begin() + 3, text(str(f, "sha256")));
+    std::vector<Cell> row = {text(str(f, "file")), text(str(f, "kind")), integer(f.value("size_bytes", int64_t(0)))};
+    if (hashed) row.push_back(text(str(f, "sha256")));
     t.rows.push_back(std::move(row));
   }
   page.table(t);
+  // Each file's safetensors metadata as name/value lines (long values wrap).
+  for (const ordered_json& f : files) {
+    const ordered_json metadata = f.value("metadata", ordered_json::object());
+    if (metadata.empty()) continue;
+    page.paragraph("Metadata of " + str(f, "file") + ":");
+    page.facts(object_facts(metadata));
+  }
   if (input.contains("duplicates")) page.paragraph("Duplicates: " + value_text(input["duplicates"]) + ".");
   const ordered_json aliases = input.value("aliases", ordered_json::array());
   if (aliases.empty()) {
