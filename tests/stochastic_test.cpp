@@ -296,43 +296,50 @@ TEST(Stochastic, RunBitsAreTheRowBitsAtThosePositions) {
 }
 
 // Whole tensors: E[SR(x)] = x and P(up) = floor(256 delta)/256 for values in
-// every E2M1 interval (MXFP4 rows [6, x, ..., x]: scale 1; NVFP4 TE with
-// G = 2688 and block amax 6: enc_b = 1), bytes from Philox (fixed seed).
-// 31 (MXFP4) or 15 (NVFP4) draws per row, 512 rows: 5 standard errors plus
-// the rule's bias below step/256.
+// every E2M1 interval, in three binades of the block scale 2^e (MXFP4 rows
+// [6, x, ..., x] * 2^e: scale 2^e; NVFP4 TE with G = 2688 * 2^e and block
+// amax 6 * 2^e: enc_b = 2^-e), bytes from Philox (fixed seed), on the fast
+// path (bit for bit the reference's, simd_quant_test). 31 (MXFP4) or 15
+// (NVFP4) draws per row, 512 rows: 5 standard errors plus the rule's bias
+// below step/256.
 TEST(Stochastic, TensorStatistics) {
   const double grid[] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te"}) {
-    const int block = std::string(recipe).rfind("mxfp4", 0) == 0 ? 32 : 16;
-    for (int i = 0; i < 7; ++i) {
-      const double step = grid[i + 1] - grid[i];
-      for (double pos : {0.1, 0.4, 0.5, 0.9}) {
-        const float v = static_cast<float>(-(grid[i] + pos * step));  // negative: the sign is kept
-        constexpr int kRows = 512;
-        Tensor x;
-        x.shape = {kRows, block};
-        x.data.assign(kRows * block, v);
-        for (int r = 0; r < kRows; ++r) x.data[r * block] = 6.0f;
-        QuantOptions o;
-        o.recipe = recipe;
-        o.rounding = Rounding::stochastic;
-        o.stochastic.seed = 2026;
-        o.stochastic.rng = SrRng::philox_index;
-        if (block == 16) o.global_amax = 2688.0f;
-        const Tensor y = fake_quant(x, o);
-        double sum = 0;
-        int up = 0, n = 0;
-        for (int r = 0; r < kRows; ++r)
-          for (int k = 1; k < block; ++k, ++n) {
-            const float q = y.data[r * block + k];
-            ASSERT_TRUE(q == -static_cast<float>(grid[i]) || q == -static_cast<float>(grid[i + 1])) << q;
-            up += q == -static_cast<float>(grid[i + 1]);
-            sum += q;
-          }
-        const double p = std::floor(256 * ((-v - grid[i]) / step)) / 256;
-        const double se = std::sqrt(std::max(p * (1 - p), 1.0 / n) / n);
-        EXPECT_NEAR(static_cast<double>(up) / n, p, 5 * se) << recipe << " x=" << v;
-        EXPECT_NEAR(sum / n, v, step * (5 * se + 1.0 / 256)) << recipe << " x=" << v;
+  for (int e : {-60, 0, 40}) {
+    const double unit = std::ldexp(1.0, e);
+    for (const char* recipe : {"mxfp4.ocp", "nvfp4.te"}) {
+      const int block = std::string(recipe).rfind("mxfp4", 0) == 0 ? 32 : 16;
+      for (int i = 0; i < 7; ++i) {
+        const double step = grid[i + 1] - grid[i];
+        for (double pos : {0.1, 0.4, 0.5, 0.9}) {
+          const float v = static_cast<float>(-(grid[i] + pos * step) * unit);  // negative: the sign is kept
+          constexpr int kRows = 512;
+          Tensor x;
+          x.shape = {kRows, block};
+          x.data.assign(kRows * block, v);
+          for (int r = 0; r < kRows; ++r) x.data[r * block] = static_cast<float>(6.0 * unit);
+          QuantOptions o;
+          o.recipe = recipe;
+          o.rounding = Rounding::stochastic;
+          o.stochastic.seed = 2026;
+          o.stochastic.rng = SrRng::philox_index;
+          o.impl = Impl::fast;
+          if (block == 16) o.global_amax = static_cast<float>(2688.0 * unit);
+          const Tensor y = fake_quant(x, o);
+          const float lo = static_cast<float>(-grid[i] * unit), hi = static_cast<float>(-grid[i + 1] * unit);
+          double sum = 0;
+          int up = 0, n = 0;
+          for (int r = 0; r < kRows; ++r)
+            for (int k = 1; k < block; ++k, ++n) {
+              const float q = y.data[r * block + k];
+              ASSERT_TRUE(q == lo || q == hi) << recipe << " 2^" << e << ": " << q;
+              up += q == hi;
+              sum += q / unit;
+            }
+          const double p = std::floor(256 * ((-v / unit - grid[i]) / step)) / 256;
+          const double se = std::sqrt(std::max(p * (1 - p), 1.0 / n) / n);
+          EXPECT_NEAR(static_cast<double>(up) / n, p, 5 * se) << recipe << " 2^" << e << " x=" << v;
+          EXPECT_NEAR(sum / n, v / unit, step * (5 * se + 1.0 / 256)) << recipe << " 2^" << e << " x=" << v;
+        }
       }
     }
   }
