@@ -1,16 +1,31 @@
-// GEMM benchmark: fp4emu's GEMM models against plain Eigen sgemm on the
-// dequantized operands, m = n = k in {512, 1024, 2048}, all in one run.
+// GEMM benchmark: fp4emu's GEMM models against the best sgemm available here,
+// on the dequantized operands, all in one run (docs/gemm.md "Speed").
 //
-// The table printed at the end gives, per format and size, the throughput of
-// each model as a ratio to Eigen's in the same run (targets, issue "GEMM":
-// fast within 1.2× of Eigen, i.e. ratio >= 0.83; block_fp32 >= 0.5; exact is
-// reported only). Each model's time includes everything gemm() does from the
-// packed operands (unpacking, layout, epilogue); Eigen's does not include
-// dequantization. Threads: OpenMP's default for both (OMP_NUM_THREADS).
+// Shapes (m×k×n): 1024³, 4096³ and 512×4096×11008 (tokens × hidden ×
+// intermediate, the studies' tall-skinny layer). Formats: mxfp4, nvfp4, hif4.
+//
+// Baselines, each on the same fp32 operands (A m×k and Bᵀ n×k, row-major):
+// - eigen_native: Eigen compiled for this CPU's best x86 target (AVX-512 or
+//   AVX2+FMA; bench/eigen_*.cpp), where the build compiled those files;
+// - openblas: OpenBLAS's cblas_sgemm (its kernels chosen for the CPU at load
+//   time), where the build found OpenBLAS.
+// The table at the end names the faster one per shape as "baseline" and gives
+// every model's throughput as a ratio to it (targets: fast >= 0.8,
+// block_fp32 >= 1, exact >= 0.5, fma_fp32 >= 0.5). A model's time is all of
+// gemm() from the packed operands: unpacking (dequantization), layout,
+// products, epilogue; the baselines' is the sgemm alone.
+//
+// AVX2 forced: FP4EMU_BENCH_TARGET=AVX2 runs the Highway kernels on AVX2, the
+// native Eigen baseline from its AVX2 build, and OpenBLAS with its Haswell
+// kernels (OPENBLAS_CORETYPE=Haswell, which OpenBLAS reads when it loads: the
+// program sets it and runs itself again). Threads: every core for all
+// (OMP_NUM_THREADS; OpenBLAS: the same count, set per call).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
-#include <Eigen/Core>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -18,19 +33,35 @@
 
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/quant/quantize.hpp"
+#include "fp4emu/threads.hpp"
+#include "src/gemm/models.hpp"
+#include "src/quant/simd.hpp"
+
+#if FP4EMU_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#if FP4EMU_BENCH_EIGEN_TARGETS
+void eigen_sgemm_avx2(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads);
+void eigen_sgemm_avx512(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads);
+#endif
 
 namespace {
 
 using namespace fp4emu;
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-const int kSizes[] = {512, 1024, 2048};
+struct Shape {
+  int64_t m, k, n;
+  std::string name() const { return fmt::format("{}x{}x{}", m, k, n); }
+  double flops() const { return 2.0 * m * k * n; }
+};
+const Shape kShapes[] = {{1024, 1024, 1024}, {4096, 4096, 4096}, {512, 4096, 11008}};
 const char* const kFormats[] = {"mxfp4", "nvfp4", "hif4"};
 
-struct Operands {
-  PackedTensor a, b;
-  RowMajor da, db;  // dequantized
-};
+bool avx2_forced() {
+  const char* t = std::getenv("FP4EMU_BENCH_TARGET");
+  return t && std::string(t) == "AVX2";
+}
 
 Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -42,48 +73,69 @@ Tensor random_tensor(int64_t rows, int64_t cols, uint64_t seed) {
   return t;
 }
 
-// Built once per (format, size) and kept: quantizing 2048² takes a while.
-const Operands& operands(const std::string& format, int n) {
-  static std::map<std::pair<std::string, int>, Operands> cache;
-  auto it = cache.find({format, n});
+struct Operands {
+  PackedTensor a, b;                  // A m×k along axis 1, B as W n×k along axis 1 (--b-layout nk)
+  std::vector<float> da, dbt;         // dequantized: A m×k, Bᵀ n×k
+};
+
+// Built once per (format, shape) and kept: quantizing 4096² takes a while.
+const Operands& operands(const std::string& format, const Shape& s) {
+  static std::map<std::string, Operands> cache;
+  const std::string key = format + "/" + s.name();
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Operands o;
   QuantOptions q;
   q.recipe = format;
   q.axis = 1;
-  o.a = quantize(random_tensor(n, n, 1), q);
-  q.axis = 0;
-  o.b = quantize(random_tensor(n, n, 2), q);
-  const Tensor da = dequantize(o.a), db = dequantize(o.b);
-  o.da = Eigen::Map<const RowMajor>(da.data.data(), n, n);
-  o.db = Eigen::Map<const RowMajor>(db.data.data(), n, n);
-  return cache.emplace(std::make_pair(format, n), std::move(o)).first->second;
+  o.a = quantize(random_tensor(s.m, s.k, 1), q);
+  o.b = quantize(random_tensor(s.n, s.k, 2), q);
+  o.da = dequantize(o.a).data;
+  o.dbt = dequantize(o.b).data;
+  return cache.emplace(key, std::move(o)).first->second;
 }
 
-void set_counters(benchmark::State& state, int n) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+void set_counters(benchmark::State& state, const Shape& s) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(s.flops(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-void BM_EigenSgemm(benchmark::State& state, std::string format, int n) {
-  const Operands& o = operands(format, n);
-  RowMajor c(n, n);
+using Sgemm = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int);
+
+#if FP4EMU_HAVE_OPENBLAS
+void openblas_sgemm(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads) {
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0f, a, static_cast<int>(k), bt, static_cast<int>(k), 0.0f, c, static_cast<int>(n));
+}
+#endif
+
+#if FP4EMU_BENCH_EIGEN_TARGETS
+Sgemm eigen_native() { return !avx2_forced() && __builtin_cpu_supports("avx512f") ? eigen_sgemm_avx512 : eigen_sgemm_avx2; }
+const char* eigen_native_name() { return eigen_native() == eigen_sgemm_avx512 ? "AVX-512" : "AVX2"; }
+#endif
+
+void BM_Baseline(benchmark::State& state, Sgemm sgemm, std::string format, Shape s) {
+  const Operands& o = operands(format, s);
+  std::vector<float> c(s.m * s.n);
+  const int threads = thread_count(0);
   for (auto _ : state) {
-    c.noalias() = o.da * o.db;
+    sgemm(o.da.data(), o.dbt.data(), c.data(), s.m, s.n, s.k, threads);
     benchmark::DoNotOptimize(c.data());
   }
-  set_counters(state, n);
+  set_counters(state, s);
 }
 
-void BM_Model(benchmark::State& state, std::string format, int n, GemmModel model) {
-  const Operands& o = operands(format, n);
+void BM_Model(benchmark::State& state, std::string format, Shape s, GemmModel model) {
+  const Operands& o = operands(format, s);
   GemmOptions g;
   g.model = model;
+  g.b_layout = BLayout::nk;
   for (auto _ : state) {
     Tensor c = gemm(o.a, o.b, g);
     benchmark::DoNotOptimize(c.data.data());
   }
-  set_counters(state, n);
+  set_counters(state, s);
 }
 
 // Collects each run's time per iteration for the ratio table.
@@ -91,31 +143,36 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs)
-      if (r.run_type == Run::RT_Iteration && r.iterations > 0)
-        seconds_[r.benchmark_name()] = r.GetAdjustedRealTime();
+      if (r.run_type == Run::RT_Iteration && r.iterations > 0) seconds_[r.benchmark_name()] = r.GetAdjustedRealTime();
     ConsoleReporter::ReportRuns(runs);
   }
   void PrintTable() const {
-    fmt::print("\nThroughput relative to Eigen sgemm on the dequantized operands (same run; higher is faster)\n");
-    fmt::print("| format | m=n=k | Eigen GFLOP/s | fast | block_fp32 | fma_fp32 | exact |\n|---|---|---|---|---|---|---|\n");
+    fmt::print("\nThroughput relative to the baseline sgemm on the dequantized operands (same run; higher is "
+               "faster; SIMD target {})\n",
+               simd::dispatched_target());
+    fmt::print("| format | m×k×n | eigen_native GFLOP/s | openblas GFLOP/s | baseline | fast | block_fp32 | "
+               "fma_fp32 | exact |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const char* f : kFormats)
-      for (int n : kSizes) {
+      for (const Shape& s : kShapes) {
         const auto t = [&](const std::string& name) {
           // Names carry suffixes such as "/min_time:0.500/real_time".
-          const std::string prefix = fmt::format("{}/{}/{}", name, f, n);
-          for (const auto& [key, s] : seconds_)
-            if (key == prefix || key.rfind(prefix + "/", 0) == 0) return s;
+          const std::string prefix = fmt::format("{}/{}/{}", name, f, s.name());
+          for (const auto& [key, sec] : seconds_)
+            if (key == prefix || key.rfind(prefix + "/", 0) == 0) return sec;
           return 0.0;
         };
-        const double eigen = t("eigen_sgemm");
-        if (eigen <= 0) continue;
+        const auto gflops = [&](double ms) { return ms > 0 ? fmt::format("{:.1f}", s.flops() / (ms * 1e-3) * 1e-9) : "-"; };
+        const double eigen = t("eigen_native"), blas = t("openblas");
+        const bool use_blas = blas > 0 && (eigen <= 0 || blas < eigen);
+        const double base = use_blas ? blas : eigen;
+        if (base <= 0) continue;
         const auto ratio = [&](const char* m) {
-          const double s = t(m);
-          return s > 0 ? fmt::format("{:.2f}", eigen / s) : std::string("-");
+          const double sec = t(m);
+          return sec > 0 ? fmt::format("{:.2f}", base / sec) : std::string("-");
         };
-        // Times are in the reporters' unit (ms, set below).
-        fmt::print("| {} | {} | {:.1f} | {} | {} | {} | {} |\n", f, n, 2.0 * n * n * n / (eigen * 1e-3) * 1e-9,
-                   ratio("fast"), ratio("block_fp32"), ratio("fma_fp32"), ratio("exact"));
+        fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", f, s.name(), gflops(eigen), gflops(blas),
+                   use_blas ? "openblas" : "eigen_native", ratio("fast"), ratio("block_fp32"), ratio("fma_fp32"),
+                   ratio("exact"));
       }
   }
 
@@ -126,20 +183,55 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (avx2_forced()) {
+#if FP4EMU_HAVE_OPENBLAS
+    // OpenBLAS reads its core type when it loads: run again with it set.
+    if (!std::getenv("OPENBLAS_CORETYPE")) {
+      setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+      execv("/proc/self/exe", argv);
+      std::perror("gemm_bench: execv /proc/self/exe");
+      return 2;
+    }
+#endif
+    bool found = false;
+    for (int64_t t : simd::compiled_targets())
+      if (simd::target_name(t) == "AVX2") {
+        simd::force_target(t);
+        found = true;
+      }
+    if (!found) {
+      std::fprintf(stderr, "FP4EMU_BENCH_TARGET=AVX2 is not a compiled target this CPU supports\n");
+      return 2;
+    }
+  }
+  benchmark::AddCustomContext("simd_target", simd::dispatched_target());
+  benchmark::AddCustomContext("fast_gemm_library", gemm_detail::fast_gemm_library());
+#if FP4EMU_HAVE_OPENBLAS
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+#endif
+#if FP4EMU_BENCH_EIGEN_TARGETS
+  benchmark::AddCustomContext("eigen_native_target", eigen_native_name());
+#endif
   for (const char* f : kFormats)
-    for (int n : kSizes) {
-      const std::string suffix = fmt::format("/{}/{}", f, n);
+    for (const Shape& s : kShapes) {
+      const std::string suffix = fmt::format("/{}/{}", f, s.name());
+      const bool big = s.flops() > 1e10;
       const auto reg = [&](const std::string& name, auto fn) {
         benchmark::RegisterBenchmark((name + suffix).c_str(), fn)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime()
-            ->MinTime(n >= 2048 ? 2.0 : 0.5);
+            ->MinTime(big ? 0.01 : 0.5);  // the big shapes: one iteration or two
       };
-      reg("eigen_sgemm", [f, n](benchmark::State& s) { BM_EigenSgemm(s, f, n); });
-      reg("fast", [f, n](benchmark::State& s) { BM_Model(s, f, n, GemmModel::fast); });
-      reg("block_fp32", [f, n](benchmark::State& s) { BM_Model(s, f, n, GemmModel::block_fp32); });
-      reg("fma_fp32", [f, n](benchmark::State& s) { BM_Model(s, f, n, GemmModel::fma_fp32); });
-      reg("exact", [f, n](benchmark::State& s) { BM_Model(s, f, n, GemmModel::exact); });
+#if FP4EMU_BENCH_EIGEN_TARGETS
+      reg("eigen_native", [f, s](benchmark::State& st) { BM_Baseline(st, eigen_native(), f, s); });
+#endif
+#if FP4EMU_HAVE_OPENBLAS
+      reg("openblas", [f, s](benchmark::State& st) { BM_Baseline(st, openblas_sgemm, f, s); });
+#endif
+      reg("fast", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::fast); });
+      reg("block_fp32", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::block_fp32); });
+      reg("fma_fp32", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::fma_fp32); });
+      reg("exact", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::exact); });
     }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

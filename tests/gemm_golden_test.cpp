@@ -59,7 +59,7 @@ TEST(GemmGolden, AlphaFileAndKernelLayoutOperandScales) {
   golden::generate_suite(dir / "suite", g);
   int layout_cases = 0;
   const std::vector<json> cases = gemm_cases(dir / "suite");
-  ASSERT_EQ(cases.size(), 9u);  // three level-1 GEMM cases per recipe
+  ASSERT_EQ(cases.size(), 12u);  // four level-1 GEMM cases per recipe
   for (const json& c : cases) {
     const std::string id = c.at("id");
     const fs::path d = dir / "suite" / id;
@@ -89,6 +89,15 @@ TEST(GemmGolden, AlphaFileAndKernelLayoutOperandScales) {
             expect[swizzled_offset(r, k, cols)] = linear.bytes[r * cols + k];
         }
       EXPECT_EQ(stored.bytes, expect) << id << " " << side;
+    }
+    // The epilogue case's inputs (docs/gemm.md "Golden GEMM cases").
+    if (id.ends_with("/gemm_epilogue")) {
+      EXPECT_EQ(io::read_npy(d / "c.npy").shape, (std::vector<int64_t>{c.at("m"), c.at("n")})) << id;
+      EXPECT_EQ(io::read_npy(d / "bias.npy").shape, (std::vector<int64_t>{c.at("n")})) << id;
+      EXPECT_EQ(c.at("beta"), "-0x1p-1") << id;
+    } else {
+      EXPECT_TRUE(c.at("beta").is_null()) << id;
+      EXPECT_FALSE(fs::exists(d / "c.npy")) << id;
     }
     if (id.ends_with("/gemm_layout")) {
       ++layout_cases;

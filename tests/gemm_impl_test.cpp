@@ -1,6 +1,7 @@
 // The fast forms of the GEMM models against their scalar forms, bit for bit,
 // on every compiled Highway target and several thread counts; the packed
 // reading against dequantize(); the `fast` model; errors; the CLI.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -305,10 +306,87 @@ TEST(GemmErrors, BadOperandsAndOptions) {
   expect_input_error([&] { gemm(v12, quantized("hif4.v12_pow2", {64, 2}, 0, rng), o); }, "beyond fp32 range");
 }
 
+TEST(GemmErrors, EpilogueShapesAndBLayout) {
+  std::mt19937_64 rng(30);
+  const PackedTensor a = quantized("mxfp4.ocp", {3, 32}, 1, rng);
+  const PackedTensor b = quantized("mxfp4.ocp", {32, 4}, 0, rng);
+  Tensor c = random_tensor({4, 3}, rng), bias = random_tensor({3}, rng), bias2 = random_tensor({1, 4}, rng);
+  GemmOptions o;
+  o.c = &c;
+  expect_input_error([&] { gemm(a, b, o); }, "C (the epilogue's source) has shape [4, 3]; D = alpha·(A·B) + "
+                                             "beta·C needs [3, 4]");
+  o.c = nullptr;
+  o.bias = &bias;
+  expect_input_error([&] { gemm(a, b, o); }, "bias has shape [3]; it must be [4]");
+  o.bias = &bias2;
+  expect_input_error([&] { gemm(a, b, o); }, "bias has shape [1, 4]");
+  // W (n×k) must be blocked along its axis 1; B (k×n) given as W is refused.
+  o = GemmOptions{};
+  o.b_layout = BLayout::nk;
+  expect_input_error([&] { gemm(a, b, o); }, "B must be blocked along k, its axis 1 (B is n×k, --b-layout nk)");
+  expect_input_error([&] { gemm(a, quantized("mxfp4.ocp", {4, 64}, 1, rng), o); },
+                     "A is 3×32 and B (W, --b-layout nk) is 4×64: the k dimensions differ");
+  expect_input_error([&] { gemm(a, random_tensor({4, 40}, rng), o); }, "the k dimensions differ");
+}
+
 TEST(GemmModel, Names) {
   for (GemmModel m : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast})
     EXPECT_EQ(parse_gemm_model(to_string(m)), m);
   EXPECT_FALSE(parse_gemm_model("kulisch").has_value());
+  for (BLayout l : {BLayout::kn, BLayout::nk}) EXPECT_EQ(parse_b_layout(to_string(l)), l);
+  EXPECT_FALSE(parse_b_layout("tn").has_value());
+}
+
+// ---------------------------------------------------------------------------
+// B as users hold it: W n×k (BLayout::nk, nn.Linear's weight) is B's
+// transpose read in place. Quantized along k, W has B's blocks, so every
+// model gives the same bits either way.
+
+Tensor transposed(const Tensor& t) {
+  Tensor r;
+  r.shape = {t.shape[1], t.shape[0]};
+  r.data.resize(t.data.size());
+  for (int64_t i = 0; i < t.shape[0]; ++i)
+    for (int64_t j = 0; j < t.shape[1]; ++j) r.data[j * t.shape[0] + i] = t.data[i * t.shape[1] + j];
+  return r;
+}
+
+TEST(GemmBLayout, NkEqualsKnOnTransposedDataForEveryModel) {
+  std::mt19937_64 rng(31);
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14", "nvfp4.te_2d"}) {
+    const int block = block_size(find_recipe(recipe)->format);
+    const int64_t m = 9, n = 37, k = 3 * block + 5;
+    const PackedTensor a = quantized(recipe, {m, k}, 1, rng);
+    const Tensor bk = random_tensor({k, n}, rng), w = transposed(bk);
+    QuantOptions q;
+    q.recipe = recipe;
+    q.tail = TailPolicy::pad;
+    q.axis = 0;
+    const PackedTensor pb = quantize(bk, q);
+    q.axis = 1;
+    const PackedTensor pw = quantize(w, q);
+    std::vector<ModelCase> models(std::begin(kModels), std::end(kModels));
+    models.push_back({GemmModel::fast, 1});
+    for (const ModelCase& mc : models)
+      for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd})
+        for (int threads : {1, 3}) {
+          if (impl == GemmImpl::scalar && threads != 1) continue;
+          if (mc.model == GemmModel::fast && threads != 1) continue;  // fast: its order may follow the threads
+          GemmOptions o;
+          o.model = mc.model;
+          o.blocks_per_step = mc.blocks_per_step;
+          o.impl = impl;
+          o.threads = threads;
+          const std::string what = fmt::format("{} {} x{} {} threads {}", recipe, to_string(mc.model),
+                                               mc.blocks_per_step, impl == GemmImpl::simd ? "simd" : "scalar",
+                                               threads);
+          const Tensor kn = gemm(a, pb, o);
+          const Tensor dense_kn = gemm(a, bk, o);
+          o.b_layout = BLayout::nk;
+          EXPECT_EQ(mismatches(gemm(a, pw, o), kn, what + " packed W"), 0);
+          EXPECT_EQ(mismatches(gemm(a, w, o), dense_kn, what + " dense W"), 0);
+        }
+  }
 }
 
 TEST(GemmQuantized, OutputQuantizationIsQuantizeOfC) {
@@ -391,6 +469,58 @@ TEST(GemmCli, MatchesTheLibraryAndRejectsBadInput) {
   r = testing::run_cli("gemm --help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("Example: fp4emu gemm"), std::string::npos);
+}
+
+TEST(GemmCli, BLayoutAndEpilogue) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(32);
+  const Tensor x = random_tensor({6, 70}, rng), w = random_tensor({5, 70}, rng);  // W: n×k
+  const Tensor c = random_tensor({6, 5}, rng), bias = random_tensor({5}, rng), bad = random_tensor({6}, rng);
+  for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"c", &c}, {"bias", &bias}, {"bad", &bad}})
+    io::write_npy(dir / (std::string(name) + ".npy"), io::from_f32(t->shape, t->data));
+  io::write_npy(dir / "wt.npy", io::from_f32({70, 5}, transposed(w).data));
+  const auto f = [&](const char* name) { return (dir / name).string(); };
+  const std::string out = f("d.npy");
+
+  // nn.Linear: y = x·Wᵀ·alpha + beta·C + b, W as given.
+  testing::CliResult r = testing::run_cli("gemm " + f("x.npy") + " " + f("w.npy") + " " + out +
+                                          " --format mxfp4 --model block_fp32 --b-layout nk --alpha 0.5 --c " +
+                                          f("c.npy") + " --beta -2 --bias " + f("bias.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  QuantOptions q;
+  q.recipe = "mxfp4";
+  q.axis = 1;
+  GemmOptions o;
+  o.model = GemmModel::block_fp32;
+  o.b_layout = BLayout::nk;
+  o.alpha = 0.5f;
+  o.c = &c;
+  o.beta = -2.0f;
+  o.bias = &bias;
+  const Tensor want = gemm(quantize(x, q), quantize(w, q), o);
+  EXPECT_EQ(mismatches(read_f32(out), want, "cli nk epilogue"), 0);
+  // The same from B = Wᵀ (k×n), the default layout.
+  r = testing::run_cli("gemm " + f("x.npy") + " " + f("wt.npy") + " " + f("d2.npy") +
+                       " --format mxfp4 --model block_fp32 --alpha 0.5 --c " + f("c.npy") + " --beta -2 --bias " +
+                       f("bias.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(mismatches(read_f32(f("d2.npy")), want, "cli kn epilogue"), 0);
+
+  // Bad input: exit 2 naming the option and the fix, nothing written.
+  const std::string none = f("none.npy");
+  const std::string base = "gemm " + f("x.npy") + " " + f("w.npy") + " " + none + " --format mxfp4 --model exact ";
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"", "inner dimensions"},  // W without --b-layout nk
+           {"--b-layout nk --bias " + f("bad.npy"), "--bias " + f("bad.npy") + ": bias has shape [6]; it must be [5]"},
+           {"--b-layout nk --c " + f("bias.npy"), "--c " + f("bias.npy") + ": C (the epilogue's source)"},
+           {"--b-layout nk --beta 2", "no --c FILE is given"},
+           {"--b-layout tn", "--b-layout 'tn' is unknown; use kn"},
+           {"--b-layout nk --c " + none, none}}) {
+    r = testing::run_cli(base + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_FALSE(std::filesystem::exists(none)) << args;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 // Cases: quantized random tensors, random codes with random scale bytes over
 // each format's whole range (NaN codes included), subnormal results,
 // cancellation, dense operands with Inf/NaN, every packing option.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
@@ -232,11 +233,47 @@ struct ModelCase {
 const ModelCase kModels[] = {{GemmModel::exact, 1},      {GemmModel::block_fp32, 1}, {GemmModel::block_fp32, 2},
                              {GemmModel::block_fp32, 3}, {GemmModel::fma_fp32, 1}};
 
+// The epilogue's other inputs (GemmOptions::c, beta, bias).
+struct EpilogueInputs {
+  const Tensor* c = nullptr;
+  float beta = 1.0f;
+  const Tensor* bias = nullptr;
+};
+
+// fma(x, y, z) as one rounding of the exact x·y + z: MPFR, with IEEE's signs
+// of zero (mpfr_mul: the signs' exclusive or; mpfr_add in RNDN: +0 unless
+// both are −0). Specials in double, where x·y is exact and IEEE gives the
+// same Inf or NaN.
+float oracle_fma(float x, float y, float z) {
+  if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z))
+    return static_cast<float>(static_cast<double>(x) * y + z);
+  Mpfr p(1024), t(64);
+  mpfr_set_flt(p.get(), x, MPFR_RNDN);
+  mpfr_mul_d(p.get(), p.get(), y, MPFR_RNDN);  // 48 significant bits: exact
+  mpfr_set_flt(t.get(), z, MPFR_RNDN);
+  mpfr_add(p.get(), p.get(), t.get(), MPFR_RNDN);  // exact at 1024 bits
+  return mpfr_get_flt(p.get(), MPFR_RNDN);
+}
+
+// docs/gemm.md "Epilogue", written from CUTLASS's Sm90LinCombPerColBias:
+// T = fma(alpha', acc, bias), or alpha'·acc without a bias (acc without
+// either); D = fma(beta, C, T) when C is given.
+float oracle_epilogue(float acc, std::optional<float> alpha, const EpilogueInputs& e, int64_t i, int64_t j,
+                      int64_t n) {
+  float t = acc;
+  if (e.bias) t = oracle_fma(alpha.value_or(1.0f), acc, e.bias->data[j]);
+  else if (alpha) t = static_cast<float>(static_cast<double>(*alpha) * acc);  // exact in double, one rounding
+  if (e.c) t = oracle_fma(e.beta, e.c->data[i * n + j], t);
+  return t;
+}
+
 // Checks every model, both implementations, against the oracles.
-// `alpha` is the option passed to gemm(), `epilogue` the alpha' expected.
+// `alpha` is the option passed to gemm(), `epilogue` the alpha' expected;
+// `inputs` the epilogue's source C and bias.
 void expect_models_match_oracle(const GemmOperand& a, const GemmOperand& b, const ExactMatrix& ea,
                                 const ExactMatrix& eb, int block, std::optional<float> alpha,
-                                std::optional<float> epilogue, const std::string& what) {
+                                std::optional<float> epilogue, const std::string& what,
+                                const EpilogueInputs& inputs = {}) {
   for (const ModelCase& mc : kModels)
     for (GemmImpl impl : {GemmImpl::scalar, GemmImpl::simd}) {
       GemmOptions o;
@@ -244,13 +281,16 @@ void expect_models_match_oracle(const GemmOperand& a, const GemmOperand& b, cons
       o.blocks_per_step = mc.blocks_per_step;
       o.impl = impl;
       o.alpha = alpha;
+      o.c = inputs.c;
+      o.beta = inputs.beta;
+      o.bias = inputs.bias;
       const Tensor c = gemm(a, b, o);
       ASSERT_EQ(c.shape, (std::vector<int64_t>{ea.rows, eb.rows}));
       int failures = 0;
       for (int64_t i = 0; i < ea.rows; ++i)
         for (int64_t j = 0; j < eb.rows; ++j) {
           float want = oracle_model(mc.model, ea, i, eb, j, block, mc.blocks_per_step);
-          if (epilogue) want = *epilogue * want;
+          want = oracle_epilogue(want, epilogue, inputs, i, j, eb.rows);
           if (std::isnan(want)) want = kGemmNaN;  // docs/gemm.md "NaN": one NaN, 0x7fffffff
           const float got = c.data[i * eb.rows + j];
           if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && ++failures <= 3)
@@ -719,6 +759,106 @@ TEST(GemmNaN, EveryModelWritesTheCanonicalNaN) {
     g.impl = impl;
     EXPECT_EQ(std::bit_cast<uint32_t>(gemm(pa, pb, g).data[0]), kGemmNaNBits);
   }
+}
+
+// ---------------------------------------------------------------------------
+// The epilogue D = alpha'·acc + beta·C + bias (docs/gemm.md "Epilogue").
+
+Tensor epilogue_tensor(std::vector<int64_t> shape, std::mt19937_64& rng) {
+  Tensor t = random_tensor(std::move(shape), rng, 4.0);
+  // Values that make the order of roundings visible: zeros of both signs,
+  // a subnormal, and (in larger tensors) an Inf and a NaN.
+  const float specials[] = {-0.0f, 0.0f, std::ldexp(1.0f, -140), std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < std::size(specials) && 3 * i + 1 < t.data.size(); ++i) {
+    if (t.data.size() < 20 && i >= 3) break;
+    t.data[3 * i + 1] = specials[i];
+  }
+  return t;
+}
+
+TEST(GemmEpilogue, SourceBetaAndBiasAgainstTheOracle) {
+  std::mt19937_64 rng(21);
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14", "nvfp4.torchao_1l"}) {
+    const int block = block_size(find_recipe(recipe)->format);
+    const int64_t m = 5, n = 7, k = 2 * block + 3;
+    const PackedTensor a = quantized(recipe, {m, k}, 1, rng);
+    const PackedTensor b = quantized(recipe, {k, n}, 0, rng);
+    const Tensor c = epilogue_tensor({m, n}, rng), bias = epilogue_tensor({n}, rng);
+    for (std::optional<float> alpha : {std::optional<float>{}, std::optional<float>{0.75f}})
+      for (float beta : {1.0f, -0.5f, 0.0f, 3.0f}) {
+        const std::string what = fmt::format("{} alpha {} beta {}", recipe, alpha ? *alpha : -1.0f, beta);
+        const std::optional<float> used = gemm_alpha(a, b, alpha);
+        expect_models_match_oracle(a, b, oracle_values(a), oracle_values(b), block, alpha, used, what + " C+bias",
+                                   {&c, beta, &bias});
+        expect_models_match_oracle(a, b, oracle_values(a), oracle_values(b), block, alpha, used, what + " C",
+                                   {&c, beta, nullptr});
+      }
+    expect_models_match_oracle(a, b, oracle_values(a), oracle_values(b), block, 2.5f, gemm_alpha(a, b, 2.5f),
+                               std::string(recipe) + " bias", {nullptr, 1.0f, &bias});
+  }
+  // Dense A (W4A16) with a bias: the epilogue does not care where acc came from.
+  const Tensor x = random_tensor({3, 40}, rng);
+  const PackedTensor w = quantized("mxfp4.ocp", {40, 4}, 0, rng);
+  const Tensor bias = epilogue_tensor({4}, rng);
+  expect_models_match_oracle(x, w, dense_values(x, false), oracle_values(w), 32, std::nullopt, std::nullopt,
+                             "dense A bias", {nullptr, 1.0f, &bias});
+}
+
+TEST(GemmEpilogue, EachStepIsOneFusedRounding) {
+  // The oracle tests above could pass with a separately rounded multiply and
+  // add only if the data never told them apart: here they differ, so the test
+  // sees which order gemm() uses.
+  std::mt19937_64 rng(22);
+  const int64_t m = 16, n = 16, k = 64;
+  const PackedTensor a = quantized("mxfp4.ocp", {m, k}, 1, rng);
+  const PackedTensor b = quantized("mxfp4.ocp", {k, n}, 0, rng);
+  Tensor bias = random_tensor({n}, rng), c = random_tensor({m, n}, rng);
+  GemmOptions o;
+  o.model = GemmModel::exact;
+  const Tensor acc = gemm(a, b, o);
+  o.alpha = 0.3f;
+  o.bias = &bias;
+  o.c = &c;
+  o.beta = 0.7f;
+  const Tensor d = gemm(a, b, o);
+  int fused_differs = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float want = oracle_epilogue(acc.data[i * n + j], 0.3f, {&c, 0.7f, &bias}, i, j, n);
+      ASSERT_TRUE(same_bits(d.data[i * n + j], want)) << i << "," << j;
+      volatile float t = 0.3f * acc.data[i * n + j];
+      volatile float t2 = t + bias.data[j];
+      volatile float x = 0.7f * c.data[i * n + j];
+      volatile float unfused = x + t2;
+      fused_differs += !same_bits(unfused, want);
+    }
+  EXPECT_GT(fused_differs, 0) << "no output tells a fused epilogue from an unfused one";
+}
+
+TEST(GemmEpilogue, FastModelUsesTheSameEpilogue) {
+  // `fast` has no defined summation order, but its epilogue is the same:
+  // one thread, the same product twice, with and without the epilogue.
+  std::mt19937_64 rng(23);
+  const Tensor c = epilogue_tensor({6, 5}, rng), bias = epilogue_tensor({5}, rng);
+  GemmOptions o;
+  o.model = GemmModel::fast;
+  o.threads = 1;
+  // MXFP4 without alpha: gemm() returns the bare accumulator.
+  const PackedTensor a2 = quantized("mxfp4.ocp", {6, 64}, 1, rng);
+  const PackedTensor b2 = quantized("mxfp4.ocp", {64, 5}, 0, rng);
+  const Tensor bare = gemm(a2, b2, o);
+  o.alpha = -1.5f;
+  o.c = &c;
+  o.beta = 0.25f;
+  o.bias = &bias;
+  const Tensor d = gemm(a2, b2, o);
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      float want = oracle_epilogue(bare.data[i * 5 + j], -1.5f, {&c, 0.25f, &bias}, i, j, 5);
+      if (std::isnan(want)) want = kGemmNaN;
+      EXPECT_TRUE(same_bits(d.data[i * 5 + j], want)) << i << "," << j;
+    }
 }
 
 }  // namespace

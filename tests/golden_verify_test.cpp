@@ -490,6 +490,38 @@ TEST(GoldenVerifyHostile, GemmCaseWithoutOutputsIsRejected) {
   EXPECT_NE(rejection(suite.path(), cand.path()).find("field 'outputs'"), std::string::npos);
 }
 
+// The epilogue's fields (docs/gemm.md "Epilogue"): beta must be a finite
+// float, each input the case declares must be listed, with its shape.
+TEST(GoldenVerifyHostile, GemmEpilogueFieldsAreChecked) {
+  testing::TempDir cand;
+  {
+    EditableSuite suite({"mxfp4.ocp/gemm_epilogue"});
+    json& c = suite.case_("mxfp4.ocp/gemm_epilogue");
+    EXPECT_EQ(c["beta"], "-0x1p-1");
+    EXPECT_EQ(c["bias"], true);
+    c["beta"] = "half";
+    suite.save();
+    EXPECT_NE(rejection(suite.path(), cand.path()).find("field 'beta' is \"half\", must be a finite float"),
+              std::string::npos);
+  }
+  {
+    EditableSuite suite({"mxfp4.ocp/gemm_epilogue"});
+    json& files = suite.case_("mxfp4.ocp/gemm_epilogue")["files"];
+    for (size_t i = 0; i < files.size(); ++i)
+      if (files[i]["path"] == "mxfp4.ocp/gemm_epilogue/c.npy") files.erase(i--);
+    suite.save();
+    EXPECT_NE(rejection(suite.path(), cand.path()).find("has no c.npy, the source C that 'beta' scales"),
+              std::string::npos);
+  }
+  {
+    EditableSuite suite({"mxfp4.ocp/gemm_epilogue"});
+    for (json& f : suite.case_("mxfp4.ocp/gemm_epilogue")["files"])
+      if (f["path"] == "mxfp4.ocp/gemm_epilogue/bias.npy") f["shape"] = json::array({6});
+    suite.save();
+    EXPECT_NE(rejection(suite.path(), cand.path()).find("bias.npy"), std::string::npos);
+  }
+}
+
 // A manifest whose every shape grew consistently (re-hashed): the arrays on
 // disk are smaller than it says, and that is caught before any index.
 TEST(GoldenVerifyHostile, FilesSmallerThanTheManifestSaysAreRejected) {

@@ -2,6 +2,7 @@
 #include "fp4emu/gemm/gemm.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <bit>
 #include <cmath>
@@ -29,6 +30,44 @@ bool te_family(const Recipe* r) {
   return r && (r->nv.rule == NvScaleRule::te || r->nv.rule == NvScaleRule::te_4over6);
 }
 
+void check_epilogue_inputs(const GemmOptions& o, int64_t m, int64_t n) {
+  if (o.c) {
+    if (o.c->shape != std::vector<int64_t>{m, n})
+      throw InputError(fmt::format("C (the epilogue's source) has shape [{}]; D = alpha·(A·B) + beta·C needs [{}, {}]",
+                                   fmt::join(o.c->shape, ", "), m, n));
+    if (static_cast<int64_t>(o.c->data.size()) != m * n)
+      throw InputError(fmt::format("C (the epilogue's source): shape [{}, {}] needs {} values, it holds {}", m, n,
+                                   m * n, o.c->data.size()));
+  }
+  if (o.bias) {
+    if (o.bias->shape != std::vector<int64_t>{n})
+      throw InputError(fmt::format("bias has shape [{}]; it must be [{}], one value per column of D (n, "
+                                   "nn.Linear's out_features)",
+                                   fmt::join(o.bias->shape, ", "), n));
+    if (static_cast<int64_t>(o.bias->data.size()) != n)
+      throw InputError(fmt::format("bias: shape [{}] needs {} values, it holds {}", n, n, o.bias->data.size()));
+  }
+}
+
+// docs/gemm.md "Epilogue", CUTLASS's Sm90LinCombPerColBias: T = fma(alpha',
+// acc, bias) (fp32(alpha'·acc) without bias, acc without either), then
+// D = fma(beta, C, T) when C is given. Each std::fma rounds once, as the FFMA
+// that nvcc makes of CUTLASS's `C(a) * C(b) + c`.
+void apply_epilogue(std::optional<float> alpha, const GemmOptions& o, Tensor& d) {
+  const int64_t n = d.shape[1];
+  const float* bias = o.bias ? o.bias->data.data() : nullptr;
+  const float* c = o.c ? o.c->data.data() : nullptr;
+  for (int64_t idx = 0; idx < static_cast<int64_t>(d.data.size()); ++idx) {
+    float& v = d.data[idx];
+    if (bias) v = std::fma(alpha.value_or(1.0f), v, bias[idx % n]);
+    else if (alpha) v = *alpha * v;
+    if (c) v = std::fma(o.beta, c[idx], v);
+    // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
+    // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose.
+    if (std::isnan(v)) v = std::bit_cast<float>(kGemmNaNBits);
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(GemmModel m) {
@@ -44,6 +83,14 @@ std::string_view to_string(GemmModel m) {
 std::optional<GemmModel> parse_gemm_model(std::string_view name) {
   for (GemmModel m : {GemmModel::exact, GemmModel::block_fp32, GemmModel::fma_fp32, GemmModel::fast})
     if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::string_view to_string(BLayout l) { return l == BLayout::kn ? "kn" : "nk"; }
+
+std::optional<BLayout> parse_b_layout(std::string_view name) {
+  for (BLayout l : {BLayout::kn, BLayout::nk})
+    if (name == to_string(l)) return l;
   return std::nullopt;
 }
 
@@ -83,19 +130,26 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
     const std::vector<int64_t>& shape = o.packed() ? o.packed()->shape : o.dense()->shape;
     return d < shape.size() ? shape[d] : 0;  // bad shapes are reported below
   };
-  const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, 1);
+  const size_t b_n_axis = options.b_layout == BLayout::kn ? 1 : 0;
+  const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, b_n_axis);
   const int threads = options.threads != 0 || work >= (1 << 22) ? thread_count(options.threads) : 1;
-  const Operand a = make_operand(a_in, Side::a);
-  const Operand b = make_operand(b_in, Side::b);
+  // The scalar implementation stays single-threaded throughout.
+  const int unpack_threads = options.impl == GemmImpl::simd ? threads : 1;
+  const Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads);
+  const Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads);
   if (a.k() != b.k())
-    throw InputError(fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(), a.k(),
-                                 b.k(), b.rows()));
+    throw InputError(options.b_layout == BLayout::kn
+                         ? fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(),
+                                       a.k(), b.k(), b.rows())
+                         : fmt::format("A is {}×{} and B (W, --b-layout nk) is {}×{}: the k dimensions differ",
+                                       a.rows(), a.k(), b.rows(), b.k()));
   if (a.is_packed && b.is_packed && a.packed.format != b.packed.format)
     throw InputError(fmt::format("A is {} and B is {}: a block-scaled GEMM needs one format on both sides "
                                  "(for mixed precision keep one operand dense)",
                                  format_name(a.packed.format), format_name(b.packed.format)));
   const int block = a.is_packed ? a.packed.block : b.packed.block;
   const int64_t m = a.rows(), n = b.rows();
+  check_epilogue_inputs(options, m, n);
 
   Tensor c;
   c.shape = {m, n};
@@ -103,11 +157,12 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
   switch (options.model) {
     case GemmModel::fast:
-      eigen_gemm(to_fp32_rows(a), to_fp32_rows(b), m, n, a.k(), threads, c.data.data());
+      fast_gemm(to_fp32_rows(a, threads).data(), to_fp32_rows(b, threads).data(), m, n, a.k(), threads,
+                c.data.data());
       break;
     case GemmModel::fma_fp32:
       if (simd) {
-        simd_fma_gemm(to_fp32_rows(a), to_fp32_rows(b), m, n, a.k(), threads, c.data.data());
+        simd_fma_gemm(to_fp32_rows(a, threads), to_fp32_rows(b, threads), m, n, a.k(), threads, c.data.data());
       } else {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) c.data[i * n + j] = fma_fp32_dot(a, i, b, j);
@@ -130,14 +185,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
       break;
   }
 
-  // Epilogue: one fp32 multiply by alpha' (docs/spec/nvfp4.md §7.3).
-  if (const std::optional<float> alpha = gemm_alpha(a_in, b_in, options.alpha))
-    for (float& v : c.data) v = *alpha * v;
-  // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
-  // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose.
-  const float nan = std::bit_cast<float>(kGemmNaNBits);
-  for (float& v : c.data)
-    if (std::isnan(v)) v = nan;
+  apply_epilogue(gemm_alpha(a_in, b_in, options.alpha), options, c);
   return c;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The accumulation models (internal to src/gemm). Each model has one scalar
 // form, the specification in code (reference.cpp), and fast forms that must
-// give the same bits (simd.cpp, fast.cpp for Eigen). gemm.cpp chooses.
+// give the same bits (simd.cpp; fast.cpp for the sgemm of `fast`). gemm.cpp chooses.
 #include <cstdint>
 
 #include "operand.hpp"
@@ -30,8 +30,10 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
 void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);
-// `fast`: Eigen on the same fp32 operands.
-void eigen_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
-                int threads, float* c);
+// `fast`: the build's sgemm (fast.cpp) on the same fp32 operands, a m×k and
+// b n×k row-major (the rows of A and the columns of B, each along k).
+void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c);
+// "OpenBLAS" or "Eigen": which library fast_gemm calls.
+const char* fast_gemm_library();
 
 }  // namespace fp4emu::gemm_detail

@@ -23,9 +23,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Which axis of each operand is k (gemm.hpp).
-int k_axis(Side side) { return side == Side::a ? 1 : 0; }
-
 // Element values as the recipe's reference block decoder gives them: the
 // value of `code` in every lane of a block with scale byte `byte` (HiF4: no
 // L2/L3 bits). NVFP4 decodes with S_dec = 1: the per-tensor scale is applied
@@ -75,7 +72,7 @@ std::array<int8_t, 16> integer_table(Format f) {
   return t;
 }
 
-void check_packed(const PackedTensor& p, const Recipe* recipe, Side side) {
+void check_packed(const PackedTensor& p, const Recipe* recipe, Side side, BLayout layout) {
   const std::string what = fmt::format("operand {} (packed, recipe {})", side_name(side), p.recipe_id);
   if (!recipe)
     throw InputError(fmt::format("operand {}: packed tensor names unknown recipe '{}'", side_name(side),
@@ -85,13 +82,14 @@ void check_packed(const PackedTensor& p, const Recipe* recipe, Side side) {
                                  format_name(p.format), p.block_size));
   if (p.shape.size() != 2)
     throw InputError(fmt::format("{}: shape {} is not a matrix; a GEMM operand has rank 2 ({} is {})", what,
-                                 shape_string(p.shape), side_name(side), side == Side::a ? "m×k" : "k×n"));
-  const int axis = k_axis(side);
+                                 shape_string(p.shape), side_name(side), shape_name(side, layout)));
+  const int axis = k_axis(side, layout);
   if (p.axis != axis)
     throw InputError(fmt::format(
-        "{}: blocked along axis {}, but {} must be blocked along k, its axis {} ({} is {}); "
+        "{}: blocked along axis {}, but {} must be blocked along k, its axis {} ({} is {}{}); "
         "quantize it with --axis {}",
-        what, p.axis, side_name(side), axis, side_name(side), side == Side::a ? "m×k" : "k×n", axis));
+        what, p.axis, side_name(side), axis, side_name(side), shape_name(side, layout),
+        side == Side::a ? "" : layout == BLayout::kn ? ", --b-layout kn" : ", --b-layout nk", axis));
   const int64_t rows = p.shape[1 - axis], k = p.shape[axis];
   const int64_t padded = (k + p.block_size - 1) / p.block_size * p.block_size;
   if (rows <= 0 || k <= 0 || p.rows != rows || p.axis_len != k || p.padded_len != padded)
@@ -111,6 +109,13 @@ void check_packed(const PackedTensor& p, const Recipe* recipe, Side side) {
 
 std::string_view side_name(Side s) { return s == Side::a ? "A" : "B"; }
 
+int k_axis(Side side, BLayout layout) { return side == Side::a || layout == BLayout::nk ? 1 : 0; }
+
+std::string_view shape_name(Side side, BLayout layout) {
+  if (side == Side::a) return "m×k";
+  return layout == BLayout::kn ? "k×n" : "n×k";
+}
+
 Dyadic split_fp32(float x) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
   const uint32_t field = (bits >> 23) & 0xFF;
@@ -127,9 +132,9 @@ Dyadic split_fp32(float x) {
   return {(bits >> 31) ? -m : m, e};
 }
 
-PackedOperand unpack_operand(const PackedTensor& p, Side side) {
+PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
   const Recipe* recipe = find_recipe(p.recipe_id);
-  check_packed(p, recipe, side);
+  check_packed(p, recipe, side, layout);
   PackedOperand o;
   o.format = p.format;
   o.rows = p.rows;
@@ -148,57 +153,68 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side) {
   o.unit.resize(o.rows * o.blocks);
   o.unit_m.resize(o.rows * o.blocks);
   o.unit_e.resize(o.rows * o.blocks);
-  std::vector<uint8_t> codes(o.kpad);
-  for (int64_t r = 0; r < o.rows; ++r) {
-    unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
-    int8_t* row_n = o.n.data() + r * o.kpad;
-    for (int64_t b = 0; b < o.blocks; ++b) {
-      const uint8_t* s = p.scales.data() + o.block_index(r, b) * scale_bytes;
-      uint32_t word = s[0];
-      if (p.format == Format::hif4) {
-        uint32_t stored = 0;
-        for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
-        word = reference::hif4_word_from_stored(stored, p.scale_bit_order);
-      }
-      const float u = units[word & 0xFF];
-      if (std::isinf(u))
+  const auto scale_word = [&](int64_t r, int64_t b) {
+    const uint8_t* s = p.scales.data() + o.block_index(r, b) * scale_bytes;
+    uint32_t word = s[0];
+    if (p.format == Format::hif4) {
+      uint32_t stored = 0;
+      for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
+      word = reference::hif4_word_from_stored(stored, p.scale_bit_order);
+    }
+    return word;
+  };
+  // Checked before the parallel loop, which must not throw.
+  for (int64_t r = 0; r < o.rows; ++r)
+    for (int64_t b = 0; b < o.blocks; ++b)
+      if (std::isinf(units[scale_word(r, b) & 0xFF]))
         throw InputError(fmt::format(
             "operand {} (recipe {}): row {} block {} has scale byte 0x{:02X}, whose unit is beyond fp32 range; "
             "the recipe's quantizer never writes it (the file is damaged or hand-made)",
-            side_name(side), p.recipe_id, r, b, word & 0xFF));
-      o.unit[o.block_index(r, b)] = u;
-      const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
-      o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
-      o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
-      const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
-      const uint8_t* block_codes = codes.data() + b * o.block;
-      int8_t* block_n = row_n + b * o.block;
-      uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
-      for (int j = 0; j < count; ++j)
-        block_sign[j] = static_cast<uint8_t>(integers[block_codes[j]] < 0 || negative_zero[block_codes[j]]);
-      if (p.format != Format::hif4) {
-        for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
-      } else {
-        // docs/spec/hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
+            side_name(side), p.recipe_id, r, b, scale_word(r, b) & 0xFF));
+  // Rows in parallel: each writes only its own entries.
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint8_t> codes(o.kpad);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < o.rows; ++r) {
+      unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
+      int8_t* row_n = o.n.data() + r * o.kpad;
+      for (int64_t b = 0; b < o.blocks; ++b) {
+        const uint32_t word = scale_word(r, b);
+        const float u = units[word & 0xFF];
+        o.unit[o.block_index(r, b)] = u;
+        const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
+        o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
+        o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
+        const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
+        const uint8_t* block_codes = codes.data() + b * o.block;
+        int8_t* block_n = row_n + b * o.block;
+        uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
         for (int j = 0; j < count; ++j)
-          block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
-                                           (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));
+          block_sign[j] = static_cast<uint8_t>(integers[block_codes[j]] < 0 || negative_zero[block_codes[j]]);
+        if (p.format != Format::hif4) {
+          for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
+        } else {
+          // docs/spec/hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
+          for (int j = 0; j < count; ++j)
+            block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
+                                             (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));
+        }
       }
     }
   }
   return o;
 }
 
-DenseOperand dense_operand(const Tensor& t, Side side) {
+DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout) {
   if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
     throw InputError(fmt::format("operand {} (dense): shape {} is not a non-empty matrix ({} is {})",
-                                 side_name(side), shape_string(t.shape), side_name(side),
-                                 side == Side::a ? "m×k" : "k×n"));
+                                 side_name(side), shape_string(t.shape), side_name(side), shape_name(side, layout)));
   if (static_cast<int64_t>(t.data.size()) != t.numel())
     throw InputError(fmt::format("operand {} (dense): shape {} needs {} values, the tensor holds {}",
                                  side_name(side), shape_string(t.shape), t.numel(), t.data.size()));
   DenseOperand d;
-  if (side == Side::a) {
+  if (k_axis(side, layout) == 1) {  // rows along k already: A, or W as given
     d.rows = t.shape[0];
     d.k = t.shape[1];
     d.values = t.data;
@@ -212,23 +228,24 @@ DenseOperand dense_operand(const Tensor& t, Side side) {
   return d;
 }
 
-Operand make_operand(const GemmOperand& op, Side side) {
+Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threads) {
   Operand o;
   if (op.packed()) {
     o.is_packed = true;
-    o.packed = unpack_operand(*op.packed(), side);
+    o.packed = unpack_operand(*op.packed(), side, layout, threads);
   } else if (op.dense()) {
-    o.dense = dense_operand(*op.dense(), side);
+    o.dense = dense_operand(*op.dense(), side, layout);
   } else {
     throw InputError(fmt::format("operand {} is empty", side_name(side)));
   }
   return o;
 }
 
-std::vector<float> to_fp32_rows(const Operand& o) {
+std::vector<float> to_fp32_rows(const Operand& o, int threads) {
   if (!o.is_packed) return o.dense.values;
   const PackedOperand& p = o.packed;
   std::vector<float> out(p.rows * p.k);
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t r = 0; r < p.rows; ++r)
     for (int64_t b = 0; b < p.blocks; ++b) {
       // element_fp32, a block at a time

@@ -17,6 +17,10 @@ namespace fp4emu::gemm_detail {
 
 enum class Side : uint8_t { a, b };
 std::string_view side_name(Side s);  // "A" or "B"
+// Which axis of the operand is k: A (m×k) 1; B 0 as k×n, 1 as W n×k (BLayout).
+int k_axis(Side side, BLayout layout);
+// The operand's shape in words: "m×k", "k×n" or "n×k".
+std::string_view shape_name(Side side, BLayout layout);
 
 // A finite dyadic rational m·2^e (m = 0 for zero), or a special.
 struct Dyadic {
@@ -45,17 +49,19 @@ struct PackedOperand {
 };
 
 // Checks that `p` is a consistent packed tensor of the given side (A: [m, k]
-// blocked along axis 1; B: [k, n] blocked along axis 0) and unpacks it. The
-// padding beyond k reads as 0 whatever its bytes (the GEMM's k is the logical k).
-PackedOperand unpack_operand(const PackedTensor& p, Side side);
+// blocked along axis 1; B: [k, n] blocked along axis 0, or [n, k] along axis 1
+// with BLayout::nk) and unpacks it. The padding beyond k reads as 0 whatever
+// its bytes (the GEMM's k is the logical k).
+PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout = BLayout::kn, int threads = 1);
 
-// Dense operand as rows along k (A: its rows; B: its columns), fp32 values.
+// Dense operand as rows along k (A: its rows; B: its columns, which are the
+// rows of W as given with BLayout::nk), fp32 values.
 struct DenseOperand {
   int64_t rows = 0;
   int64_t k = 0;
   std::vector<float> values;  // rows × k
 };
-DenseOperand dense_operand(const Tensor& t, Side side);
+DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout = BLayout::kn);
 
 // Either kind, with the shape facts the driver needs.
 struct Operand {
@@ -65,7 +71,8 @@ struct Operand {
   int64_t rows() const { return is_packed ? packed.rows : dense.rows; }
   int64_t k() const { return is_packed ? packed.k : dense.k; }
 };
-Operand make_operand(const GemmOperand& op, Side side);
+// `threads`: rows unpacked in parallel (the result does not depend on it).
+Operand make_operand(const GemmOperand& op, Side side, BLayout layout = BLayout::kn, int threads = 1);
 
 // N of element `index` (row · kpad + k) as an fp32 value with its sign: −0
 // for a −0 code, so that N·unit keeps it (CUTLASS: fp32(a)·fp32(sf) of
@@ -90,6 +97,6 @@ bool every_product_negative_zero(const PackedOperand& a, int64_t i, const Packed
 
 // Rows of fp32 values (element_fp32), row-major rows × k: the operands of the
 // fma_fp32 and fast models.
-std::vector<float> to_fp32_rows(const Operand& o);
+std::vector<float> to_fp32_rows(const Operand& o, int threads = 1);
 
 }  // namespace fp4emu::gemm_detail

@@ -919,7 +919,7 @@ std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& r, int level, uint64_t 
   auto make = [&](std::string name, std::string probes, int64_t m, int64_t n, int64_t k, bool random_scales,
                   std::optional<float> alpha) {
     return GemmCaseSpec{fmt::format("{}/{}", r.id, name), std::move(probes), &r, m, n, k, random_scales && random_ok,
-                        alpha, seed};
+                        alpha, seed, std::nullopt, false};
   };
   std::vector<GemmCaseSpec> cases;
   cases.push_back(make("gemm_tail", "GEMM of quantized Gaussian operands, k with a padded tail block, no alpha", 5, 7,
@@ -938,6 +938,16 @@ std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& r, int level, uint64_t 
                                    "past one tile (m = 130), blocks per row not a multiple of 4",
                                    random_ok ? "swizzled_128x4" : "hif4_cube"),
                        130, 9, 5 * b + 3, false, std::nullopt));
+  // D = alpha'·acc + beta·C + bias in CUTLASS's order: C and bias near the
+  // size of the products (so every rounding shows), an Inf, a −0 and a NaN
+  // among them.
+  GemmCaseSpec epilogue = make("gemm_epilogue",
+                               "GEMM epilogue D = fma(beta, C, fma(alpha', acc, bias)) (CUTLASS LinCombPerColBias), "
+                               "alpha 0.75, beta -0.5, C and bias with Inf, NaN and -0, k with a tail",
+                               6, 10, 2 * b + 3, false, 0.75f);
+  epilogue.beta = -0.5f;
+  epilogue.bias = true;
+  cases.push_back(std::move(epilogue));
   if (level >= 2) {
     cases.push_back(make("gemm_large", "larger GEMM of quantized Gaussian operands, k with a tail, alpha 3", 24, 24,
                          16 * b + 7, false, 3.0f));

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "fp4emu/codec/minifloat.hpp"
@@ -338,6 +339,37 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
   meta["implementation"] = "scalar";
   meta["expect"] = "output";
 
+  // The epilogue's source C and bias (docs/gemm.md "Epilogue"): each value
+  // the exact product's size times a normal draw, so that the rounding order
+  // of every step shows in D; one Inf and one NaN in C, a −0 in the bias.
+  Tensor source, bias;
+  if (c.beta || c.bias) {
+    GemmOptions o;
+    o.impl = GemmImpl::scalar;
+    o.threads = 1;
+    const Tensor acc = gemm(pa, pb, o);
+    const auto near = [&](float v) {
+      const float x = std::isfinite(v) && v != 0.0f ? v : 1.0f;
+      return static_cast<float>(x * rng.normal());
+    };
+    if (c.beta) {
+      source.shape = {c.m, c.n};
+      for (float v : acc.data) source.data.push_back(near(v));
+      source.data[1] = std::numeric_limits<float>::infinity();
+      source.data[c.n + 2] = std::numeric_limits<float>::quiet_NaN();
+      files.push_back(npy_file("c.npy", "input", io::from_f32(source.shape, source.data)));
+    }
+    if (c.bias) {
+      bias.shape = {c.n};
+      for (int64_t j = 0; j < c.n; ++j) bias.data.push_back(near(acc.data[j]));
+      bias.data[0] = -0.0f;
+      files.push_back(npy_file("bias.npy", "input", io::from_f32(bias.shape, bias.data)));
+    }
+  }
+  meta["beta"] = c.beta ? ojson(hex_float(*c.beta)) : ojson();
+  meta["bias"] = c.bias;
+  meta["epilogue"] = "D = fma(beta, C, fma(alpha_used, acc, bias)); terms without their input are left out";
+
   // block_fp32 at one block per fp32 add, and at one hardware MMA step of
   // K = 64 (docs/spec/mxfp4.md §7.4, docs/spec/nvfp4.md §7.3; a HiF4 block is already 64).
   std::vector<std::pair<GemmModel, int>> models{{GemmModel::exact, 1}, {GemmModel::block_fp32, 1}};
@@ -350,6 +382,11 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
     o.model = model;
     o.blocks_per_step = bps;
     o.alpha = c.alpha;
+    if (c.beta) {
+      o.c = &source;
+      o.beta = *c.beta;
+    }
+    if (c.bias) o.bias = &bias;
     o.threads = 1;
     o.impl = GemmImpl::scalar;
     const Tensor C = gemm(pa, pb, o);

@@ -110,6 +110,10 @@ struct GemmCaseSpec {
   bool random_scales = false;   // block scale codes replaced by random codes (NaN codes included)
   std::optional<float> alpha;
   uint64_t seed = 1;
+  // The epilogue's other inputs (docs/gemm.md "Epilogue"): a source C (c.npy,
+  // m×n) scaled by `beta`, and a bias (bias.npy, one value per column).
+  std::optional<float> beta;
+  bool bias = false;
 };
 std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& recipe, int level, uint64_t seed);
 

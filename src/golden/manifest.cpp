@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -202,6 +204,8 @@ std::optional<Expected> expected_gemm_file(const ManifestCase& c, const std::str
   const io::DType in = input_dtype_of(c);
   if (name == "A.npy") return Expected{"input", in, {c.m, c.k}};
   if (name == "B.npy") return Expected{"input", in, {c.k, c.n}};
+  if (name == "c.npy" && c.beta) return Expected{"input", io::DType::f32, {c.m, c.n}};
+  if (name == "bias.npy" && c.bias) return Expected{"input", io::DType::f32, {c.n}};
   for (const GemmOutput& o : c.outputs)
     if (o.file == name) return Expected{"output", io::DType::f32, {c.m, c.n}};
   // The packed operands and alpha' are what the kernel reads; verify never reads them.
@@ -270,6 +274,17 @@ void parse_gemm_fields(const Node& n, ManifestCase& c) {
       __builtin_mul_overflow(c.k, c.n, &kn) || std::max({mn, mk, kn}) > kMaxCaseElements)
     n.fail(fmt::format("has m, n, k = {}, {}, {}: more than {} elements in A, B or C", c.m, c.n, c.k,
                        kMaxCaseElements));
+  // Suites written before the epilogue had neither field.
+  if (n.has("beta")) {
+    const std::string text = n.string("beta");
+    char* end = nullptr;
+    const float beta = std::strtof(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(beta))
+      n.at("beta").fail(fmt::format("is {}, must be a finite float (hex, e.g. \"-0x1p-1\") or null",
+                                    quote_untrusted(text)));
+    c.beta = beta;
+  }
+  if (n.has("bias")) c.bias = n.boolean("bias");
   std::set<std::string> seen;
   for (const Node& o : n.array("outputs", 1)) {
     GemmOutput g;
@@ -350,6 +365,8 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
   if (c.is_gemm()) {
     for (const GemmOutput& o : c.outputs)
       if (!names.count(o.file)) cn.at("outputs").fail(fmt::format("names {}, which 'files' does not list", quote_untrusted(o.file)));
+    if (c.beta && !names.count("c.npy")) cn.at("files").fail("has no c.npy, the source C that 'beta' scales");
+    if (c.bias && !names.count("bias.npy")) cn.at("files").fail("has no bias.npy, though 'bias' is true");
   } else if (!c.expect_error) {
     for (const char* need : {"codes.npy", "scales.npy", "dequant.npy"})
       if (!names.count(need)) cn.at("files").fail(fmt::format("has no {}", need));

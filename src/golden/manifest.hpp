@@ -65,6 +65,10 @@ struct ManifestCase {
   // GEMM cases.
   int64_t m = 0, n = 0, k = 0;
   std::vector<GemmOutput> outputs;
+  // The epilogue's inputs (docs/gemm.md "Epilogue"): beta with a source C
+  // (c.npy), a bias (bias.npy).
+  std::optional<float> beta;
+  bool bias = false;
 
   std::vector<ManifestFile> files;
 

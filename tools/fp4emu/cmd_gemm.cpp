@@ -1,4 +1,5 @@
-// `fp4emu gemm A B C`: C = Q(A)·Q(B) with a named accumulation model.
+// `fp4emu gemm A B D`: D = α·(Q(A)·Q(B)) + β·C + bias with a named
+// accumulation model and CUTLASS's epilogue order (docs/gemm.md).
 #include <fmt/format.h>
 
 #include <cctype>
@@ -24,6 +25,9 @@ struct Args {
   std::string dense;
   int blocks_per_step = 1;
   std::optional<float> alpha;
+  std::string b_layout = "kn";
+  std::optional<float> beta;
+  std::string c, bias;
   std::string out_format, out_recipe;
   int threads = 0;
   std::string impl = "simd";
@@ -32,14 +36,17 @@ struct Args {
 bool is_packed_file(const std::string& path) { return std::filesystem::path(path).extension() == ".safetensors"; }
 
 // One operand: a packed .safetensors file as it is, or a .npy tensor,
-// quantized here along k (A: axis 1, B: axis 0) unless it stays dense.
+// quantized here along k (A: axis 1, B: axis 0, or 1 as W n×k with
+// --b-layout nk) unless it stays dense.
 struct LoadedOperand {
   std::optional<PackedTensor> packed;
   std::optional<Tensor> dense;
   GemmOperand operand() const { return packed ? GemmOperand(*packed) : GemmOperand(*dense); }
 };
 
-LoadedOperand load_operand(const Args& a, const std::string& path, char side, const std::string& recipe) {
+LoadedOperand load_operand(const Args& a, const std::string& path, char side, const std::string& recipe,
+                           BLayout layout) {
+  const bool nk = side == 'B' && layout == BLayout::nk;
   LoadedOperand op;
   const bool keep_dense = a.dense.size() == 1 && std::toupper(static_cast<unsigned char>(a.dense[0])) == side;
   if (is_packed_file(path)) {
@@ -59,10 +66,10 @@ LoadedOperand load_operand(const Args& a, const std::string& path, char side, co
   }
   if (t.shape.size() != 2)
     throw InputError(fmt::format("{}: shape has rank {}; operand {} must be a matrix ({})", path, t.shape.size(),
-                                 side, side == 'A' ? "m×k" : "k×n"));
+                                 side, side == 'A' ? "m×k" : nk ? "n×k, --b-layout nk" : "k×n"));
   QuantOptions o;
   o.recipe = resolve_recipe_id(a.format, recipe);
-  o.axis = side == 'A' ? 1 : 0;
+  o.axis = side == 'A' || nk ? 1 : 0;
   o.input_dtype = dtype;
   if (!a.tail.empty()) {
     o.tail = parse_tail(a.tail);
@@ -86,6 +93,14 @@ int run(const Args& a) {
   o.model = *model;
   o.blocks_per_step = a.blocks_per_step;
   o.alpha = a.alpha;
+  const std::optional<BLayout> layout = parse_b_layout(a.b_layout);
+  if (!layout)
+    throw InputError(fmt::format("--b-layout '{}' is unknown; use kn (B is k×n) or nk (B is W, n×k, nn.Linear's "
+                                 "weight)",
+                                 io::printable(a.b_layout)));
+  o.b_layout = *layout;
+  if (a.beta && a.c.empty())
+    throw InputError("--beta scales the epilogue's source C, but no --c FILE is given; give --c or leave --beta out");
   o.threads = a.threads;
   if (a.impl == "scalar") o.impl = GemmImpl::scalar;
   else if (a.impl != "simd") throw InputError(fmt::format("--impl '{}' is unknown; use simd or scalar", a.impl));
@@ -128,18 +143,43 @@ int run(const Args& a) {
     throw InputError(fmt::format("output {}: gemm writes C as .npy (fp32) or, with --out-format, as a packed "
                                  ".safetensors file",
                                  io::printable(a.out)));
-  check_not_an_input(a.out, "output C", {a.a, a.b});
+  check_not_an_input(a.out, "output D", {a.a, a.b, a.c, a.bias});
 
-  const LoadedOperand lhs = load_operand(a, a.a, 'A', a.recipe);
-  const LoadedOperand rhs = load_operand(a, a.b, 'B', a.recipe_b.empty() ? a.recipe : a.recipe_b);
+  const LoadedOperand lhs = load_operand(a, a.a, 'A', a.recipe, o.b_layout);
+  const LoadedOperand rhs = load_operand(a, a.b, 'B', a.recipe_b.empty() ? a.recipe : a.recipe_b, o.b_layout);
+  // The epilogue's source C and bias: fp32 values (bf16 and fp16 widen exactly).
+  std::optional<Tensor> source, bias;
+  InputDType ignored = InputDType::f32;
+  if (!a.c.empty()) {
+    source = load_tensor(a.c, &ignored);
+    o.c = &*source;
+    o.beta = a.beta.value_or(1.0f);
+  }
+  if (!a.bias.empty()) {
+    bias = load_tensor(a.bias, &ignored);
+    o.bias = &*bias;
+  }
+  const auto with_file = [&](const auto& fn) {
+    try {
+      return fn();
+    } catch (const InputError& e) {
+      // The library names C or bias; the user needs the file too.
+      const std::string what = e.what();
+      if (what.starts_with("C (the epilogue") && !a.c.empty())
+        throw InputError(fmt::format("--c {}: {}", io::printable(a.c), what));
+      if (what.starts_with("bias") && !a.bias.empty())
+        throw InputError(fmt::format("--bias {}: {}", io::printable(a.bias), what));
+      throw;
+    }
+  };
   if (!quantize_out) {
-    const Tensor c = gemm(lhs.operand(), rhs.operand(), o);
-    io::write_npy(a.out, io::from_f32(c.shape, c.data));
+    const Tensor d = with_file([&] { return gemm(lhs.operand(), rhs.operand(), o); });
+    io::write_npy(a.out, io::from_f32(d.shape, d.data));
     return 0;
   }
   QuantOptions q;
   q.recipe = resolve_recipe_id(a.out_format, a.out_recipe);
-  const PackedTensor c = gemm_quantized(lhs.operand(), rhs.operand(), o, q);
+  const PackedTensor c = with_file([&] { return gemm_quantized(lhs.operand(), rhs.operand(), o, q); });
   if (out_ext == ".safetensors") {
     write_packed(a.out, c);
   } else {
@@ -153,12 +193,17 @@ int run(const Args& a) {
 
 void add_gemm(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("gemm", "Fake-quant GEMM C = Q(A)·Q(B) with a named accumulation model");
+  auto* cmd = app.add_subcommand(
+      "gemm", "Fake-quant GEMM D = alpha·(Q(A)·Q(B)) + beta·C + bias with a named accumulation model");
   cmd->add_option("A", args->a, "A (m×k): .npy (quantized here along k) or packed .safetensors blocked along axis 1")
       ->required();
-  cmd->add_option("B", args->b, "B (k×n): .npy (quantized here along k) or packed .safetensors blocked along axis 0")
+  cmd->add_option("B", args->b,
+                  "B (k×n): .npy (quantized here along k) or packed .safetensors blocked along axis 0; with "
+                  "--b-layout nk: W (n×k), blocked along axis 1")
       ->required();
-  cmd->add_option("C", args->out, "Output: .npy (fp32 m×n), or packed .safetensors with --out-format")->required();
+  cmd->add_option("D", args->out, "Output: .npy (fp32 m×n), or packed .safetensors with --out-format")->required();
+  cmd->add_option("--b-layout", args->b_layout,
+                  "How B is held: kn (k×n, default) or nk (W n×k, nn.Linear's weight; both operands K-major)");
   cmd->add_option("--format,-f", args->format, "Format of the quantized operands: hif4, mxfp4 or nvfp4");
   cmd->add_option("--recipe,-r", args->recipe, "Recipe of A (and of B unless --recipe-b), e.g. nvfp4.te");
   cmd->add_option("--recipe-b", args->recipe_b, "Recipe of B when it differs from A's (e.g. nvfp4.te_2d weights)");
@@ -170,6 +215,10 @@ void add_gemm(CLI::App& app, Action& action) {
       ->check(integer_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--alpha", args->alpha, "Epilogue scale (NVFP4: folded with the per-tensor scales, TE's formula)")
       ->check(real_in({-std::numeric_limits<float>::max(), std::numeric_limits<float>::max(), false, false, true}));
+  cmd->add_option("--c", args->c, "Epilogue source C (m×n .npy): D = alpha·acc + beta·C (+ bias)");
+  cmd->add_option("--beta", args->beta, "Scale of --c (default 1); rounding order in docs/gemm.md \"Epilogue\"")
+      ->check(real_in({-std::numeric_limits<float>::max(), std::numeric_limits<float>::max(), false, false, true}));
+  cmd->add_option("--bias", args->bias, "Bias (.npy of n values, shape [n]) added to every row of D");
   cmd->add_option("--dense", args->dense, "Keep operand A or B unquantized (mixed precision, e.g. W4A16: --dense A)");
   cmd->add_option("--out-format", args->out_format, "Quantize C along its last axis to this format");
   cmd->add_option("--out-recipe", args->out_recipe, "Recipe for --out-format");
@@ -186,6 +235,8 @@ void add_gemm(CLI::App& app, Action& action) {
       "Example: fp4emu gemm x.npy w.npy y.npy --format nvfp4 --recipe nvfp4.te --model block_fp32 "
       "--blocks-per-step 4\n"
       "         fp4emu gemm x.npy g.npy y.npy --format nvfp4 --model block_fp32 --round stochastic --seed 7\n"
+      "nn.Linear (y = x·Wᵀ + b): fp4emu gemm x.npy W.npy y.npy --format mxfp4 --model exact --b-layout nk --bias "
+      "b.npy\n"
       "Models are defined in docs/gemm.md. Packed inputs come from `fp4emu quantize` (A with --axis 1, B with "
       "--axis 0).");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });

@@ -4,7 +4,8 @@
 // says exactly what each model computes).
 //
 // The GEMM consumes the packed form, as a kernel does: element codes and block
-// scales. A (m×k) is blocked along k (axis 1) and B (k×n) along k (axis 0), so
+// scales. A (m×k) is blocked along k (axis 1) and B along k: B (k×n) along
+// axis 0, or, with BLayout::nk, W (n×k, nn.Linear's weight) along axis 1, so
 // both packed tensors hold k-contiguous rows (rows of A, columns of B). Either
 // operand may instead be dense fp32 values (a W4A16 study keeps the bf16
 // activations unquantized); at least one operand must be packed.
@@ -33,12 +34,21 @@ enum class GemmModel : uint8_t {
   // a'_k = fp32(a_k), b'_k = fp32(b_k) (element times its block scale), then
   // acc = fma(a', b', acc) in increasing k: the CUTLASS host reference.
   fma_fp32,
-  // fp32 operands as fma_fp32, multiplied by Eigen. Order not defined: not
+  // fp32 operands as fma_fp32, multiplied by the fastest sgemm of the build
+  // (OpenBLAS when found, else Eigen). Order not defined: not
   // bit-reproducible across builds, machines or thread counts. For studies.
   fast,
 };
 std::string_view to_string(GemmModel m);
 std::optional<GemmModel> parse_gemm_model(std::string_view name);
+
+// How B is held (docs/gemm.md "Operands"). kn: B is k×n (blocked along axis
+// 0). nk: B is given as W, n×k (PyTorch's nn.Linear weight, blocked along axis
+// 1), so both operands are K-major as block-scaled kernels store them; it is
+// read in place, and D = A·Wᵀ is the same product bit for bit.
+enum class BLayout : uint8_t { kn, nk };
+std::string_view to_string(BLayout l);
+std::optional<BLayout> parse_b_layout(std::string_view name);
 
 // Which implementation runs a model. Both give the same bits (tests prove it);
 // `scalar` is the readable single-threaded form, the specification in code.
@@ -50,14 +60,24 @@ struct GemmOptions {
   // several blocks: K = 64 is 2 MXFP4, 4 NVFP4 or 1 HiF4 block). The last step
   // of a row takes the blocks that remain.
   int blocks_per_step = 1;
-  // Epilogue: C = fp32(alpha' · acc). For NVFP4 alpha' folds in the per-tensor
-  // scales (gemm_alpha); otherwise alpha' = alpha, and no multiply without it.
+  // Epilogue scale alpha' (gemm_alpha): NVFP4 folds in the per-tensor scales;
+  // otherwise alpha' = alpha, and no multiply without it (docs/gemm.md).
   std::optional<float> alpha;
-  // OpenMP threads (also Eigen's for `fast`, a process-wide setting). 0: the
+  // How B is held: k×n (default) or W n×k (BLayout).
+  BLayout b_layout = BLayout::kn;
+  // Epilogue inputs (docs/gemm.md "Epilogue", CUTLASS's LinCombPerColBias):
+  // D = fma(beta, C, fma(alpha', acc, bias)) with each term present only when
+  // given. `c` (m×n fp32, not owned) is the source C; `beta` scales it and is
+  // used only with `c`. `bias` (n values, shape [n], not owned) is added to
+  // every row (nn.Linear's bias). Both must outlive the call.
+  const Tensor* c = nullptr;
+  float beta = 1.0f;
+  const Tensor* bias = nullptr;
+  // OpenMP threads (also the BLAS's for `fast`, a process-wide setting). 0: the
   // OpenMP default, one thread for products too small to gain from more.
   // Results never depend on it (except `fast`).
   int threads = 0;
-  GemmImpl impl = GemmImpl::simd;  // `fast` has no scalar form: always Eigen
+  GemmImpl impl = GemmImpl::simd;  // `fast` has no scalar form: always the sgemm
 };
 
 // One side of the product: a packed tensor, or dense values used as given.
@@ -78,9 +98,10 @@ class GemmOperand {
 // the NaN a tensor-core kernel writes (docs/gemm.md "NaN").
 inline constexpr uint32_t kGemmNaNBits = 0x7FFFFFFFu;
 
-// C (m×n, fp32). Throws InputError naming the operand, field and fix for
-// shapes that do not chain, operands not blocked along k, formats that differ,
-// damaged packed metadata, bad options.
+// D (m×n, fp32): the product and its epilogue. Throws InputError naming the
+// operand, field and fix for shapes that do not chain, operands not blocked
+// along k, formats that differ, damaged packed metadata, a C or bias of the
+// wrong shape, bad options.
 Tensor gemm(const GemmOperand& a, const GemmOperand& b, const GemmOptions& options);
 
 // The epilogue multiplier alpha', or nullopt when there is none (no alpha and
