@@ -19,6 +19,7 @@
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/threads.hpp"
 #include "fp4emu/version.hpp"
+#include "src/io/byte_stream.hpp"
 #include "generator.hpp"
 #include "packing.hpp"
 
@@ -129,17 +130,34 @@ std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vec
   return s;
 }
 
+// A realized case: its manifest line, and its files until they are written.
 struct CaseOutput {
-  ojson meta;
+  std::string line;  // the case's manifest entry, one line of JSON
   int files = 0;
   int64_t bytes = 0;
   std::vector<std::pair<std::string, std::string>> sums;  // relative path, sha256
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> pending;  // relative path, bytes
+
+  // Between the ranks of a job (GenerateOptions::Exchange): everything, files included.
+  void encode(io::ByteWriter& w) const {
+    w.put(line), w.put(files), w.put(bytes), w.put<uint64_t>(sums.size());
+    for (const auto& [path, sum] : sums) w.put(path), w.put(sum);
+    w.put<uint64_t>(pending.size());
+    for (const auto& [path, data] : pending) w.put(path), w.put(data);
+  }
+  void decode(io::ByteReader& r) {
+    r.get(line), r.get(files), r.get(bytes);
+    sums.resize(r.get<uint64_t>());
+    for (auto& [path, sum] : sums) r.get(path), r.get(sum);
+    pending.resize(r.get<uint64_t>());
+    for (auto& [path, data] : pending) r.get(path), r.get(data);
+  }
 };
 
-CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, ojson meta, const fs::path& stage);
+CaseOutput finish_case(const std::string& id, std::vector<OutFile> files, ojson meta);
 
-// Builds the case's files, writes them under `stage`, returns its manifest entry.
-CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
+// Builds the case's files and its manifest entry.
+CaseOutput realize(const CaseSpec& c) {
   const std::vector<float> x = c.make();
   Tensor t;
   t.shape = c.shape;
@@ -224,20 +242,16 @@ CaseOutput realize(const CaseSpec& c, const fs::path& stage) {
     }
   }
 
-  return write_case(c.id, files, std::move(meta), stage);
+  return finish_case(c.id, std::move(files), std::move(meta));
 }
 
-// Writes the case's files under `stage` and completes its manifest entry.
-CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, ojson meta, const fs::path& stage) {
+// Completes the case's manifest entry (paths, digests); the files wait in
+// `pending` for write_case.
+CaseOutput finish_case(const std::string& id, std::vector<OutFile> files, ojson meta) {
   CaseOutput r;
-  const fs::path dir = stage / id;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw InputError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
   ojson list = ojson::array();
-  for (const OutFile& f : files) {
+  for (OutFile& f : files) {
     const std::string rel = id + "/" + f.name;
-    io::write_file_atomic(stage / rel, f.bytes);
     const std::string sum = sha256_hex(f.bytes);
     ojson entry;
     entry["path"] = rel;
@@ -251,10 +265,24 @@ CaseOutput write_case(const std::string& id, const std::vector<OutFile>& files, 
     r.sums.push_back({rel, sum});
     r.files += 1;
     r.bytes += static_cast<int64_t>(f.bytes.size());
+    r.pending.emplace_back(rel, std::move(f.bytes));
   }
   meta["files"] = list;
-  r.meta = std::move(meta);
+  r.line = meta.dump();
   return r;
+}
+
+// Writes a case's files under `stage` (and frees them).
+void write_case(CaseOutput& c, const fs::path& stage) {
+  for (const auto& [rel, bytes] : c.pending) {
+    std::error_code ec;
+    const fs::path dir = (stage / rel).parent_path();
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
+    io::write_file_atomic(stage / rel, bytes);
+  }
+  c.pending.clear();
+  c.pending.shrink_to_fit();
 }
 
 // A packed GEMM operand's files (role "operand": what a kernel consumes) and
@@ -290,7 +318,7 @@ void randomize_scales(PackedTensor& p, Rng& rng, int64_t nan_block) {
   p.scales[nan_block] = static_cast<uint8_t>(range - 1);
 }
 
-CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
+CaseOutput realize_gemm(const GemmCaseSpec& c) {
   const Recipe& r = *c.recipe;
   const InputGrid g{r.bf16_input_only ? InputDType::bf16 : InputDType::f32};
   Rng rng(c.seed, c.id);
@@ -396,7 +424,7 @@ CaseOutput realize_gemm(const GemmCaseSpec& c, const fs::path& stage) {
     outputs.push_back({{"file", name}, {"model", std::string(to_string(model))}, {"blocks_per_step", bps}});
   }
   meta["outputs"] = outputs;
-  return write_case(c.id, files, std::move(meta), stage);
+  return finish_case(c.id, std::move(files), std::move(meta));
 }
 
 // Checked writes (no space, file-size limit: an InputError with the reason);
@@ -466,6 +494,53 @@ std::string generator_command(const GenerateOptions& options) {
                      options.seed);
 }
 
+using CaseList = std::vector<std::function<CaseOutput()>>;
+
+// cases[i] for every i in [lo, hi), in parallel; each case has its own result
+// slot, so nothing depends on the thread count or the order cases finish in.
+// `stage`: written there as each case is realized (empty: kept in memory).
+std::vector<CaseOutput> realize_range(const CaseList& cases, size_t lo, size_t hi, int threads,
+                                      const fs::path& stage) {
+  std::vector<CaseOutput> results(hi - lo);
+  std::vector<std::exception_ptr> errors(hi - lo);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = lo; i < hi; ++i) {
+    try {
+      results[i - lo] = cases[i]();
+      if (!stage.empty()) write_case(results[i - lo], stage);
+    } catch (...) {
+      errors[i - lo] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return results;
+}
+
+// Shared by the ranks of a job, in rounds (so rank 0 holds one round's files
+// at a time): in each round rank r realizes `chunk` consecutive cases, and
+// rank 0 writes every rank's cases under `stage` (the other ranks pass an
+// empty `stage` and get back result slots without files).
+std::vector<CaseOutput> realize_shared(const CaseList& cases, int threads, const GenerateOptions::Exchange& ex,
+                                       const fs::path& stage) {
+  const size_t chunk = size_t(4) * size_t(threads), round = chunk * size_t(ex.size);
+  std::vector<CaseOutput> results(cases.size());
+  for (size_t base = 0; base < cases.size(); base += round) {
+    const size_t lo = std::min(cases.size(), base + size_t(ex.rank) * chunk);
+    io::ByteWriter w;
+    for (const CaseOutput& c : realize_range(cases, lo, std::min(cases.size(), lo + chunk), threads, {})) c.encode(w);
+    const std::vector<std::string> parts = ex.gather(w.take());
+    for (size_t r = 0; r < parts.size(); ++r) {
+      io::ByteReader rd(parts[r]);
+      for (size_t i = base + r * chunk; !rd.done(); ++i) {
+        results.at(i).decode(rd);
+        if (!stage.empty()) write_case(results[i], stage);
+      }
+    }
+  }
+  return results;
+}
+
 GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& options) {
   if (options.level < 1 || options.level > 3)
     throw InputError(fmt::format("--level {} is invalid; use 1 (edges + small random), 2 (+ larger random) or 3 "
@@ -478,26 +553,31 @@ GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& o
   if (out.empty() || out.filename() == "." || out.filename() == ".." || out == out.root_path())
     throw InputError(fmt::format("--out {}: name the suite's own directory (e.g. --out suite)", out_arg.string()));
   const std::vector<std::string> recipes = selected_recipes(options);
-  check_destination(out);
+  const GenerateOptions::Exchange* ex = options.exchange && options.exchange->size > 1 ? options.exchange : nullptr;
+  if (!ex || ex->rank == 0) check_destination(out);  // rank 0 alone touches `out`
 
   // Per recipe: the quantization cases, then the GEMM cases, those the
   // --family/--case filter selects.
   const CaseFilter filter{options.families, options.cases, {}};
   std::vector<CaseFilter::Key> keys;
-  std::vector<std::function<CaseOutput(const fs::path&)>> cases;
+  std::vector<std::function<CaseOutput()>> cases;
   for (const std::string& id : recipes) {
     for (CaseSpec& c : build_cases(*find_recipe(id), options.level, options.seed)) {
       keys.push_back({c.family, c.id, id});
       if (filter.selects(c.family, c.id, id))
-        cases.push_back([c = std::move(c)](const fs::path& stage) { return realize(c, stage); });
+        cases.push_back([c = std::move(c)] { return realize(c); });
     }
     for (GemmCaseSpec& c : build_gemm_cases(*find_recipe(id), options.level, options.seed)) {
       keys.push_back({"gemm", c.id, id});
       if (filter.selects("gemm", c.id, id))
-        cases.push_back([c = std::move(c)](const fs::path& stage) { return realize_gemm(c, stage); });
+        cases.push_back([c = std::move(c)] { return realize_gemm(c); });
     }
   }
   if (!filter.empty()) filter.check_matches(keys);
+  if (ex && ex->rank != 0) {  // this rank's share, handed to rank 0
+    (void)realize_shared(cases, threads, *ex, {});
+    return {static_cast<int>(cases.size()), 0, 0};
+  }
 
   // Directories created here are removed again if the run fails.
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
@@ -521,20 +601,8 @@ GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& o
                                  stage.string(), ec.message()));
   }
   try {
-    std::vector<CaseOutput> results(cases.size());
-    std::vector<std::exception_ptr> errors(cases.size());
-    // Each case writes its own files and result slot: the bytes do not depend
-    // on the thread count or the order in which cases finish.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (size_t i = 0; i < cases.size(); ++i) {
-      try {
-        results[i] = cases[i](stage);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
+    std::vector<CaseOutput> results =
+        ex ? realize_shared(cases, threads, *ex, stage) : realize_range(cases, 0, cases.size(), threads, stage);
 
     GenerateSummary summary;
     summary.cases = static_cast<int>(cases.size());
@@ -554,7 +622,7 @@ GenerateSummary generate_suite(const fs::path& out_arg, const GenerateOptions& o
     m += fmt::format("  \"generator\": {},\n", gen.dump());
     m += "  \"cases\": [\n";
     for (size_t i = 0; i < results.size(); ++i) {
-      m += "    " + results[i].meta.dump() + (i + 1 < results.size() ? ",\n" : "\n");
+      m += "    " + results[i].line + (i + 1 < results.size() ? ",\n" : "\n");
       summary.files += results[i].files;
       summary.bytes += results[i].bytes;
       sums.insert(sums.end(), results[i].sums.begin(), results[i].sums.end());
