@@ -20,6 +20,7 @@ QuantOptions options_for(const Recipe& recipe, const CompareOptions& options, In
   o.rounding = options.rounding;
   o.stochastic = options.stochastic;
   o.input_dtype = dtype;
+  o.threads = options.threads;
   return o;
 }
 

@@ -1,13 +1,27 @@
-// Heatmaps and bar charts for the studies (heatmap.hpp). Plain raster
-// drawing: filled rectangles, one-pixel lines and a 5x7 bitmap font.
+// Heatmaps and bar charts for the studies (heatmap.hpp), drawn with cairo.
+// One drawing function per picture runs twice: first measuring (a Painter
+// that only measures text), then drawing onto an image or SVG surface of the
+// size it measured, so PNG and SVG share every coordinate.
 #include "fp4emu/analysis/heatmap.hpp"
 
+#include <cairo-ft.h>
+#include <cairo-svg.h>
+#include <cairo.h>
 #include <fmt/format.h>
+#include <ft2build.h>
+#include FT_FREETYPE_H
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <numbers>
 #include <stdexcept>
 #include <string_view>
+
+#ifndef FP4EMU_FONT_FILE
+#error "FP4EMU_FONT_FILE (DejaVuSans.ttf) is set by CMakeLists.txt"
+#endif
 
 namespace fp4emu::analysis {
 namespace {
@@ -49,161 +63,210 @@ constexpr uint32_t kViridis[256] = {
     0xece51b, 0xefe51c, 0xf1e51d, 0xf4e61e, 0xf6e620, 0xf8e621, 0xfbe723, 0xfde725,
 };
 
-// 5x7 glyphs for printable ASCII (32..126), one string of 7 rows x 5 columns
-// per glyph, '#' = ink.
-constexpr std::string_view kFont[95] = {
-    "....." "....." "....." "....." "....." "....." ".....",  // space
-    "..#.." "..#.." "..#.." "..#.." "..#.." "....." "..#..",  // !
-    ".#.#." ".#.#." "....." "....." "....." "....." ".....",  // "
-    ".#.#." ".#.#." "#####" ".#.#." "#####" ".#.#." ".#.#.",  // #
-    "..#.." ".####" "#.#.." ".###." "..#.#" "####." "..#..",  // $
-    "##..." "##..#" "...#." "..#.." ".#..." "#..##" "...##",  // %
-    ".##.." "#..#." "#.#.." ".#..." "#.#.#" "#..#." ".##.#",  // &
-    "..#.." "..#.." "....." "....." "....." "....." ".....",  // '
-    "...#." "..#.." ".#..." ".#..." ".#..." "..#.." "...#.",  // (
-    ".#..." "..#.." "...#." "...#." "...#." "..#.." ".#...",  // )
-    "....." "..#.." "#.#.#" ".###." "#.#.#" "..#.." ".....",  // *
-    "....." "..#.." "..#.." "#####" "..#.." "..#.." ".....",  // +
-    "....." "....." "....." "....." ".##.." "..#.." ".#...",  // ,
-    "....." "....." "....." "#####" "....." "....." ".....",  // -
-    "....." "....." "....." "....." "....." ".##.." ".##..",  // .
-    "....." "....#" "...#." "..#.." ".#..." "#...." ".....",  // /
-    ".###." "#...#" "#..##" "#.#.#" "##..#" "#...#" ".###.",  // 0
-    "..#.." ".##.." "..#.." "..#.." "..#.." "..#.." ".###.",  // 1
-    ".###." "#...#" "....#" "...#." "..#.." ".#..." "#####",  // 2
-    "#####" "...#." "..#.." "...#." "....#" "#...#" ".###.",  // 3
-    "...#." "..##." ".#.#." "#..#." "#####" "...#." "...#.",  // 4
-    "#####" "#...." "####." "....#" "....#" "#...#" ".###.",  // 5
-    "..##." ".#..." "#...." "####." "#...#" "#...#" ".###.",  // 6
-    "#####" "....#" "...#." "..#.." ".#..." ".#..." ".#...",  // 7
-    ".###." "#...#" "#...#" ".###." "#...#" "#...#" ".###.",  // 8
-    ".###." "#...#" "#...#" ".####" "....#" "...#." ".##..",  // 9
-    "....." ".##.." ".##.." "....." ".##.." ".##.." ".....",  // :
-    "....." ".##.." ".##.." "....." ".##.." "..#.." ".#...",  // ;
-    "...#." "..#.." ".#..." "#...." ".#..." "..#.." "...#.",  // <
-    "....." "....." "#####" "....." "#####" "....." ".....",  // =
-    ".#..." "..#.." "...#." "....#" "...#." "..#.." ".#...",  // >
-    ".###." "#...#" "....#" "...#." "..#.." "....." "..#..",  // ?
-    ".###." "#...#" "....#" ".##.#" "#.#.#" "#.#.#" ".###.",  // @
-    ".###." "#...#" "#...#" "#####" "#...#" "#...#" "#...#",  // A
-    "####." "#...#" "#...#" "####." "#...#" "#...#" "####.",  // B
-    ".###." "#...#" "#...." "#...." "#...." "#...#" ".###.",  // C
-    "###.." "#..#." "#...#" "#...#" "#...#" "#..#." "###..",  // D
-    "#####" "#...." "#...." "####." "#...." "#...." "#####",  // E
-    "#####" "#...." "#...." "####." "#...." "#...." "#....",  // F
-    ".###." "#...#" "#...." "#.###" "#...#" "#...#" ".####",  // G
-    "#...#" "#...#" "#...#" "#####" "#...#" "#...#" "#...#",  // H
-    ".###." "..#.." "..#.." "..#.." "..#.." "..#.." ".###.",  // I
-    "..###" "...#." "...#." "...#." "...#." "#..#." ".##..",  // J
-    "#...#" "#..#." "#.#.." "##..." "#.#.." "#..#." "#...#",  // K
-    "#...." "#...." "#...." "#...." "#...." "#...." "#####",  // L
-    "#...#" "##.##" "#.#.#" "#.#.#" "#...#" "#...#" "#...#",  // M
-    "#...#" "#...#" "##..#" "#.#.#" "#..##" "#...#" "#...#",  // N
-    ".###." "#...#" "#...#" "#...#" "#...#" "#...#" ".###.",  // O
-    "####." "#...#" "#...#" "####." "#...." "#...." "#....",  // P
-    ".###." "#...#" "#...#" "#...#" "#.#.#" "#..#." ".##.#",  // Q
-    "####." "#...#" "#...#" "####." "#.#.." "#..#." "#...#",  // R
-    ".####" "#...." "#...." ".###." "....#" "....#" "####.",  // S
-    "#####" "..#.." "..#.." "..#.." "..#.." "..#.." "..#..",  // T
-    "#...#" "#...#" "#...#" "#...#" "#...#" "#...#" ".###.",  // U
-    "#...#" "#...#" "#...#" "#...#" "#...#" ".#.#." "..#..",  // V
-    "#...#" "#...#" "#...#" "#.#.#" "#.#.#" "#.#.#" ".#.#.",  // W
-    "#...#" "#...#" ".#.#." "..#.." ".#.#." "#...#" "#...#",  // X
-    "#...#" "#...#" ".#.#." "..#.." "..#.." "..#.." "..#..",  // Y
-    "#####" "....#" "...#." "..#.." ".#..." "#...." "#####",  // Z
-    ".###." ".#..." ".#..." ".#..." ".#..." ".#..." ".###.",  // [
-    "....." "#...." ".#..." "..#.." "...#." "....#" ".....",  // backslash
-    ".###." "...#." "...#." "...#." "...#." "...#." ".###.",  // ]
-    "..#.." ".#.#." "#...#" "....." "....." "....." ".....",  // ^
-    "....." "....." "....." "....." "....." "....." "#####",  // _
-    ".#..." "..#.." "....." "....." "....." "....." ".....",  // `
-    "....." "....." ".###." "....#" ".####" "#...#" ".####",  // a
-    "#...." "#...." "#.##." "##..#" "#...#" "#...#" "####.",  // b
-    "....." "....." ".###." "#...." "#...." "#...#" ".###.",  // c
-    "....#" "....#" ".##.#" "#..##" "#...#" "#...#" ".####",  // d
-    "....." "....." ".###." "#...#" "#####" "#...." ".###.",  // e
-    "..##." ".#..#" ".#..." "###.." ".#..." ".#..." ".#...",  // f
-    "....." ".####" "#...#" "#...#" ".####" "....#" ".###.",  // g
-    "#...." "#...." "#.##." "##..#" "#...#" "#...#" "#...#",  // h
-    "..#.." "....." ".##.." "..#.." "..#.." "..#.." ".###.",  // i
-    "...#." "....." "..##." "...#." "...#." "#..#." ".##..",  // j
-    "#...." "#...." "#..#." "#.#.." "##..." "#.#.." "#..#.",  // k
-    ".##.." "..#.." "..#.." "..#.." "..#.." "..#.." ".###.",  // l
-    "....." "....." "##.#." "#.#.#" "#.#.#" "#...#" "#...#",  // m
-    "....." "....." "#.##." "##..#" "#...#" "#...#" "#...#",  // n
-    "....." "....." ".###." "#...#" "#...#" "#...#" ".###.",  // o
-    "....." "....." "####." "#...#" "####." "#...." "#....",  // p
-    "....." "....." ".####" "#...#" ".####" "....#" "....#",  // q
-    "....." "....." "#.##." "##..#" "#...." "#...." "#....",  // r
-    "....." "....." ".###." "#...." ".###." "....#" "####.",  // s
-    ".#..." ".#..." "###.." ".#..." ".#..." ".#..#" "..##.",  // t
-    "....." "....." "#...#" "#...#" "#...#" "#..##" ".##.#",  // u
-    "....." "....." "#...#" "#...#" "#...#" ".#.#." "..#..",  // v
-    "....." "....." "#...#" "#...#" "#.#.#" "#.#.#" ".#.#.",  // w
-    "....." "....." "#...#" ".#.#." "..#.." ".#.#." "#...#",  // x
-    "....." "....." "#...#" "#...#" ".####" "....#" ".###.",  // y
-    "....." "....." "#####" "...#." "..#.." ".#..." "#####",  // z
-    "...#." "..#.." "..#.." ".#..." "..#.." "..#.." "...#.",  // {
-    "..#.." "..#.." "..#.." "..#.." "..#.." "..#.." "..#..",  // |
-    ".#..." "..#.." "..#.." "...#." "..#.." "..#.." ".#...",  // }
-    "....." "....." ".#..." "#.#.#" "...#." "....." ".....",  // ~
-};
+const Rgb kBlack{0, 0, 0}, kWhite{255, 255, 255}, kGrey{110, 110, 110}, kGrid{210, 210, 210},
+    kNoData{217, 217, 217};
 
-constexpr int kGlyphW = 5, kGlyphH = 7, kAdvance = 6;  // one pixel between glyphs
+// Font sizes in pixels.
+constexpr double kTitleSize = 16, kLabelSize = 12, kTickSize = 11, kValueSize = 10;
+constexpr double kMargin = 12;
 
-const Rgb kBlack{0, 0, 0}, kGrey{128, 128, 128}, kNoData{217, 217, 217};
+double line_height(double size) { return std::ceil(size * 1.3); }
 
-class Canvas {
+// DejaVu Sans from its file (not a fontconfig lookup, which could pick
+// another font on another machine). Loaded once; lives for the process.
+cairo_font_face_t* font_face() {
+  static cairo_font_face_t* const face = [] {
+    FT_Library library = nullptr;
+    FT_Face ft = nullptr;
+    if (FT_Init_FreeType(&library) != 0) throw std::runtime_error("FreeType: cannot initialise");
+    if (FT_New_Face(library, FP4EMU_FONT_FILE, 0, &ft) != 0)
+      throw std::runtime_error(fmt::format("cannot read the font {} (install Debian's fonts-dejavu-core)",
+                                           FP4EMU_FONT_FILE));
+    return cairo_ft_font_face_create_for_ft_face(ft, 0);
+  }();
+  return face;
+}
+
+// Text as cairo needs it: valid UTF-8; control characters, and every byte
+// >= 0x80 of a string that is not valid UTF-8, drawn as '?'.
+std::string drawable(std::string_view s) {
+  std::string out(s);
+  bool valid = true;
+  for (size_t i = 0; i < out.size() && valid;) {
+    const auto c = static_cast<unsigned char>(out[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > out.size()) valid = false;
+    for (size_t k = 1; valid && k < n; ++k) valid = (static_cast<unsigned char>(out[i + k]) >> 6) == 0x2;
+    i += std::max<size_t>(n, 1);
+  }
+  for (char& ch : out) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 32 || c == 127 || (!valid && c >= 0x80)) ch = '?';
+  }
+  return out;
+}
+
+// Drawing calls on a cairo context, or (drawing off) text measurement only.
+class Painter {
  public:
-  Canvas(int width, int height) : image_{width, height, std::vector<uint8_t>(size_t(width) * height * 3, 255)} {}
-
-  void pixel(int x, int y, Rgb c) {
-    if (x < 0 || y < 0 || x >= image_.width || y >= image_.height) return;
-    uint8_t* p = image_.pixels.data() + (size_t(y) * image_.width + x) * 3;
-    p[0] = c[0], p[1] = c[1], p[2] = c[2];
-  }
-  void rect(int x, int y, int w, int h, Rgb c) {
-    for (int j = 0; j < h; ++j)
-      for (int i = 0; i < w; ++i) pixel(x + i, y + j, c);
-  }
-  void hline(int x0, int x1, int y, Rgb c) { rect(x0, y, x1 - x0 + 1, 1, c); }
-  void vline(int x, int y0, int y1, Rgb c) { rect(x, y0, 1, y1 - y0 + 1, c); }
-  void frame(int x, int y, int w, int h, Rgb c) {
-    hline(x - 1, x + w, y - 1, c);
-    hline(x - 1, x + w, y + h, c);
-    vline(x - 1, y - 1, y + h, c);
-    vline(x + w, y - 1, y + h, c);
+  Painter(cairo_t* cr, bool drawing) : cr_(cr), drawing_(drawing) {
+    cairo_set_font_face(cr_, font_face());
+    // Fixed rasterisation of glyphs: the same bytes whatever the machine's
+    // font configuration, and outline metrics (no hinting) so that measured
+    // widths are the same for PNG and SVG.
+    cairo_font_options_t* o = cairo_font_options_create();
+    cairo_font_options_set_antialias(o, CAIRO_ANTIALIAS_GRAY);
+    cairo_font_options_set_hint_style(o, CAIRO_HINT_STYLE_NONE);
+    cairo_font_options_set_hint_metrics(o, CAIRO_HINT_METRICS_OFF);
+    cairo_set_font_options(cr_, o);
+    cairo_font_options_destroy(o);
   }
 
-  // Text with its top-left corner at (x, y); characters outside printable
-  // ASCII draw as '?'. `vertical` rotates it 90 degrees counter-clockwise
-  // (reading bottom to top), with (x, y) then the bottom-left corner.
-  void text(int x, int y, std::string_view s, int scale = 1, Rgb c = kBlack, bool vertical = false) {
-    for (size_t n = 0; n < s.size(); ++n) {
-      int ch = static_cast<unsigned char>(s[n]);
-      if (ch < 32 || ch > 126) ch = '?';
-      const std::string_view g = kFont[ch - 32];
-      for (int r = 0; r < kGlyphH; ++r)
-        for (int col = 0; col < kGlyphW; ++col) {
-          if (g[r * kGlyphW + col] != '#') continue;
-          const int u = int(n) * kAdvance + col;  // along the text
-          if (vertical)
-            rect(x + r * scale, y - (u + 1) * scale + 1, scale, scale, c);
-          else
-            rect(x + u * scale, y + r * scale, scale, scale, c);
-        }
-    }
+  void rect(double x, double y, double w, double h, Rgb c) {
+    if (!drawing_ || w <= 0 || h <= 0) return;
+    set(c);
+    cairo_rectangle(cr_, x, y, w, h);
+    cairo_fill(cr_);
+  }
+  // A one-pixel outline just outside the rectangle.
+  void frame(double x, double y, double w, double h, Rgb c) {
+    rect(x - 1, y - 1, w + 2, 1, c);
+    rect(x - 1, y + h, w + 2, 1, c);
+    rect(x - 1, y, 1, h, c);
+    rect(x + w, y, 1, h, c);
   }
 
-  io::RgbImage take() { return std::move(image_); }
+  double width(std::string_view s, double size) {
+    cairo_set_font_size(cr_, size);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr_, drawable(s).c_str(), &e);
+    return std::ceil(e.x_advance);
+  }
+
+  // Text anchored at (x, y): ax = 0, 0.5, 1 puts x at its left, centre or
+  // right; ay = 0, 0.5, 1 puts y at the top, middle or bottom of its
+  // ascent + descent box. `vertical` turns it 90 degrees counter-clockwise
+  // (reading bottom to top) about the anchor.
+  void text(double x, double y, std::string_view s, double size, double ax, double ay, Rgb c = kBlack,
+            bool vertical = false) {
+    if (!drawing_ || s.empty()) return;
+    const std::string t = drawable(s);
+    cairo_set_font_size(cr_, size);
+    cairo_font_extents_t fe;
+    cairo_font_extents(cr_, &fe);
+    cairo_text_extents_t te;
+    cairo_text_extents(cr_, t.c_str(), &te);
+    set(c);
+    cairo_save(cr_);
+    cairo_translate(cr_, x, y);
+    if (vertical) cairo_rotate(cr_, -std::numbers::pi / 2);
+    cairo_move_to(cr_, -ax * te.x_advance, fe.ascent - ay * (fe.ascent + fe.descent));
+    cairo_show_text(cr_, t.c_str());
+    cairo_restore(cr_);
+  }
 
  private:
-  io::RgbImage image_;
+  void set(Rgb c) { cairo_set_source_rgb(cr_, c[0] / 255.0, c[1] / 255.0, c[2] / 255.0); }
+  cairo_t* cr_;
+  bool drawing_;
 };
 
-int text_width(std::string_view s, int scale = 1) { return int(s.size()) * kAdvance * scale; }
+struct Size {
+  int width, height;
+};
 
-// A label for a tick value: integers without decimals, others with 3 digits.
+using SurfacePtr = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+using ContextPtr = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+
+void check(cairo_t* cr) {
+  if (cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+    throw std::runtime_error(fmt::format("cairo: {}", cairo_status_to_string(cairo_status(cr))));
+}
+
+// Measures with `draw`, then draws onto a white surface from `make` of the
+// measured size.
+template <class Draw, class Make>
+SurfacePtr paint(Draw draw, Make make) {
+  SurfacePtr scratch(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1), cairo_surface_destroy);
+  ContextPtr measure(cairo_create(scratch.get()), cairo_destroy);
+  Painter m(measure.get(), false);
+  const Size size = draw(m);
+  check(measure.get());
+  SurfacePtr surface = make(size);
+  ContextPtr cr(cairo_create(surface.get()), cairo_destroy);
+  cairo_set_source_rgb(cr.get(), 1, 1, 1);
+  cairo_paint(cr.get());
+  Painter p(cr.get(), true);
+  draw(p);
+  check(cr.get());
+  return surface;
+}
+
+template <class Draw>
+io::RgbImage raster(Draw draw) {
+  SurfacePtr s = paint(draw, [](Size size) {
+    return SurfacePtr(cairo_image_surface_create(CAIRO_FORMAT_RGB24, size.width, size.height),
+                      cairo_surface_destroy);
+  });
+  cairo_surface_flush(s.get());
+  io::RgbImage img{cairo_image_surface_get_width(s.get()), cairo_image_surface_get_height(s.get()), {}};
+  img.pixels.resize(size_t(img.width) * img.height * 3);
+  const unsigned char* data = cairo_image_surface_get_data(s.get());
+  const int stride = cairo_image_surface_get_stride(s.get());
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      uint32_t px;  // RGB24: one native-endian 0x00RRGGBB word per pixel
+      std::memcpy(&px, data + size_t(y) * stride + size_t(x) * 4, 4);
+      uint8_t* o = img.pixels.data() + (size_t(y) * img.width + x) * 3;
+      o[0] = uint8_t(px >> 16), o[1] = uint8_t(px >> 8), o[2] = uint8_t(px);
+    }
+  return img;
+}
+
+cairo_status_t append(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+// cairo numbers SVG surfaces ("surface12") with a process-wide counter; the
+// same picture must give the same bytes, so they are renumbered in order of
+// appearance.
+std::string renumber_surfaces(const std::string& svg) {
+  std::string out;
+  std::vector<std::string> seen;
+  size_t pos = 0;
+  for (size_t at; (at = svg.find("surface", pos)) != std::string::npos;) {
+    size_t end = at + 7;
+    while (end < svg.size() && svg[end] >= '0' && svg[end] <= '9') ++end;
+    out.append(svg, pos, at + 7 - pos);
+    if (end > at + 7) {
+      const std::string id = svg.substr(at + 7, end - at - 7);
+      auto it = std::find(seen.begin(), seen.end(), id);
+      if (it == seen.end()) it = seen.insert(seen.end(), id);
+      out += std::to_string(it - seen.begin() + 1);
+    }
+    pos = end;
+  }
+  out.append(svg, pos);
+  return out;
+}
+
+template <class Draw>
+std::string vector_svg(Draw draw) {
+  std::string svg;
+  {
+    SurfacePtr s = paint(draw, [&svg](Size size) {
+      return SurfacePtr(cairo_svg_surface_create_for_stream(append, &svg, size.width, size.height),
+                        cairo_surface_destroy);
+    });
+    cairo_surface_finish(s.get());
+    if (cairo_surface_status(s.get()) != CAIRO_STATUS_SUCCESS)
+      throw std::runtime_error(fmt::format("cairo SVG: {}", cairo_status_to_string(cairo_surface_status(s.get()))));
+  }
+  return renumber_surfaces(svg);
+}
+
+// A tick or axis label: integers without decimals, others with 3 digits.
 std::string tick_label(double v) {
   if (std::fabs(v - std::round(v)) < 1e-9 && std::fabs(v) < 1e9) return fmt::format("{}", int64_t(std::llround(v)));
   return fmt::format("{:.3g}", v);
@@ -216,20 +279,294 @@ int nice_step(double x) {
       if (m * p >= x) return m * p;
 }
 
+// The smallest of 1, 2, 2.5, 5 times a power of ten that is >= x > 0.
 double nice_real_step(double x) {
   const double p = std::pow(10.0, std::floor(std::log10(x)));
   for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (m * p >= x) return m * p;
+    if (m * p >= x * (1 - 1e-12)) return m * p;
   return 10 * p;
 }
 
-struct PanelGeometry {
-  int cell_w, cell_h, plot_w, plot_h;
+// ---- colour scale -----------------------------------------------------------
+
+// The scale with its ticks; t() maps a value to [0, 1] (NaN stays NaN).
+struct Scale {
+  double lo, hi;
+  bool log;
+  std::vector<double> ticks;
+  double t(double v) const {
+    if (std::isnan(v)) return v;
+    if (!log) return (v - lo) / (hi - lo);
+    if (v <= 0) return 0;
+    return (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+  }
 };
 
-PanelGeometry panel_geometry(const HeatmapPanel& p, int cell_w) {
-  const int cell_h = !p.row_labels.empty() ? 22 : std::clamp(360 / std::max(p.rows, 1), 1, 22);
-  return {cell_w, cell_h, cell_w * p.cols, cell_h * p.rows};
+// 1, 2 and 5 times powers of ten: the largest <= v (down) or smallest >= v.
+double round_125(double v, bool down) {
+  const double p = std::pow(10.0, std::floor(std::log10(v)));
+  const double ms[] = {1, 2, 5, 10};
+  if (down) {
+    double r = p;
+    for (double m : ms)
+      if (m * p <= v * (1 + 1e-12)) r = m * p;
+    return r;
+  }
+  for (double m : ms)
+    if (m * p >= v * (1 - 1e-12)) return m * p;
+  return 10 * p;
+}
+
+Scale resolve_scale(const HeatmapFigure& f) {
+  const ColorScale& c = f.color;
+  double dlo = INFINITY, dhi = -INFINITY;
+  for (const HeatmapPanel& p : f.panels)
+    for (double v : p.values)
+      if (std::isfinite(v) && (!c.log || v > 0)) dlo = std::min(dlo, v), dhi = std::max(dhi, v);
+  if (dlo > dhi) dlo = c.log ? 0.01 : 0, dhi = 1;  // no data: a neutral range
+  Scale s{c.lo.value_or(dlo), c.hi.value_or(dhi), c.log, {}};
+  if (!std::isfinite(s.lo) || !std::isfinite(s.hi) || (c.lo && c.hi && !(s.lo < s.hi)))
+    throw std::invalid_argument(fmt::format("colour range {}..{}: needs finite ends with lo < hi", s.lo, s.hi));
+  if (c.log && !(s.lo > 0))
+    throw std::invalid_argument(fmt::format("colour range {}..{}: a log scale needs lo > 0", s.lo, s.hi));
+  if (!c.log) {
+    if (!(s.lo < s.hi)) {  // one value (or an end given beyond the data): a range around it
+      const double pad = s.lo == 0 ? 1 : std::fabs(s.lo) * 0.1;
+      if (!c.hi) s.hi = s.lo + pad;
+      else s.lo = s.hi - pad;
+    }
+    const double step = nice_real_step((s.hi - s.lo) / 5);
+    if (!c.lo) s.lo = std::floor(s.lo / step + 1e-9) * step;
+    if (!c.hi) s.hi = std::ceil(s.hi / step - 1e-9) * step;
+    for (int64_t k = int64_t(std::ceil(s.lo / step - 1e-9)); k * step <= s.hi * (1 + 1e-12) + 1e-300; ++k)
+      s.ticks.push_back(double(k) * step);
+  } else {
+    if (!(s.lo < s.hi)) {
+      if (!c.lo) s.lo = s.hi / 10;
+      else s.hi = s.lo * 10;
+    }
+    if (!c.lo) s.lo = round_125(s.lo, true);
+    if (!c.hi) s.hi = round_125(s.hi, false);
+    const int e0 = int(std::floor(std::log10(s.lo))), e1 = int(std::ceil(std::log10(s.hi)));
+    const bool decades_only = e1 - e0 > 3;
+    for (int e = e0; e <= e1; ++e)
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double v = m * std::pow(10.0, e);
+        if ((m == 1 || !decades_only) && v >= s.lo * (1 - 1e-12) && v <= s.hi * (1 + 1e-12)) s.ticks.push_back(v);
+      }
+  }
+  return s;
+}
+
+// The colour of a value on the scale, and the text colour that reads on it.
+Rgb cell_colour(const Scale& s, double v) { return viridis(s.t(v)); }
+Rgb ink_on(Rgb c) { return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2] < 140 ? kWhite : kBlack; }
+
+// ---- heatmap ----------------------------------------------------------------
+
+int cell_height(const HeatmapPanel& p) {
+  return !p.row_labels.empty() ? 24 : std::clamp(360 / std::max(p.rows, 1), 1, 24);
+}
+
+Size draw_heatmap(const HeatmapFigure& f, const Scale& s, Painter& pt) {
+  int max_cols = 1;
+  for (const HeatmapPanel& p : f.panels) max_cols = std::max(max_cols, p.cols);
+  const int cell_w = std::clamp(f.max_plot_width / max_cols, 1, 48);
+  // Cell values with one number of decimals for the whole figure (3
+  // significant digits of the largest magnitude), so that columns align and
+  // 0.40 does not read as a rounder number than 0.41.
+  double vmax_abs = 0;
+  for (const HeatmapPanel& p : f.panels)
+    for (double v : p.values)
+      if (std::isfinite(v)) vmax_abs = std::max(vmax_abs, std::fabs(v));
+  const int decimals = vmax_abs > 0 ? std::clamp(2 - int(std::floor(std::log10(vmax_abs))), 0, 6) : 0;
+
+  // Left of the cells: the rotated y label, then the row labels.
+  double row_label_w = 0;
+  for (const HeatmapPanel& p : f.panels) {
+    for (const std::string& l : p.row_labels) row_label_w = std::max(row_label_w, pt.width(l, kTickSize));
+    if (p.row_labels.empty())
+      for (int r = 0; r < p.rows; ++r)
+        row_label_w = std::max(row_label_w, pt.width(tick_label(p.row_origin + r * p.row_step), kTickSize));
+  }
+  const double left = kMargin + line_height(kLabelSize) + 6 + row_label_w + 6;
+
+  double y = kMargin;
+  pt.text(kMargin, y, f.title, kTitleSize, 0, 0);
+  double right = kMargin + pt.width(f.title, kTitleSize);
+  y += line_height(kTitleSize);
+  if (!f.subtitle.empty()) {
+    pt.text(kMargin, y, f.subtitle, kLabelSize, 0, 0, kGrey);
+    right = std::max(right, kMargin + pt.width(f.subtitle, kLabelSize));
+    y += line_height(kLabelSize);
+  }
+  y += 8;
+
+  double plots_right = left;
+  for (const HeatmapPanel& p : f.panels)
+    plots_right = std::max({plots_right, left + double(cell_w) * p.cols, left + pt.width(p.title, kLabelSize)});
+  double bar_top = 0, bar_bottom = 0;
+  for (size_t k = 0; k < f.panels.size(); ++k) {
+    const HeatmapPanel& p = f.panels[k];
+    const int cell_h = cell_height(p);
+    const double plot_w = double(cell_w) * p.cols, plot_h = double(cell_h) * p.rows;
+    pt.text(left, y, p.title, kLabelSize, 0, 0);
+    y += line_height(kLabelSize) + 2;
+    if (k == 0) bar_top = y;
+    for (int r = 0; r < p.rows; ++r)
+      for (int c = 0; c < p.cols; ++c) {
+        const double v = p.values[size_t(r) * p.cols + c];
+        const Rgb colour = cell_colour(s, v);
+        const double x0 = left + double(c) * cell_w, y0 = y + double(r) * cell_h;
+        pt.rect(x0, y0, cell_w, cell_h, colour);
+        // The value itself where it fits: the colour alone is hard to read.
+        if (std::isfinite(v) && cell_h >= kValueSize + 6) {
+          const std::string l = fmt::format("{:.{}f}", v, decimals);
+          if (pt.width(l, kValueSize) + 4 <= cell_w)
+            pt.text(x0 + cell_w / 2.0, y0 + cell_h / 2.0, l, kValueSize, 0.5, 0.5, ink_on(colour));
+        }
+      }
+    pt.frame(left, y, plot_w, plot_h, kBlack);
+    if (!p.row_labels.empty()) {
+      for (int r = 0; r < p.rows; ++r)
+        pt.text(left - 6, y + r * cell_h + cell_h / 2.0, p.row_labels[r], kTickSize, 1, 0.5);
+    } else {  // numeric rows: ticks at least 16 pixels apart
+      const int step = nice_step(16.0 / cell_h);
+      for (int r = 0; r < p.rows; r += step) {
+        const double ty = y + r * cell_h + cell_h / 2.0;
+        pt.rect(left - 4, std::floor(ty), 3, 1, kBlack);
+        pt.text(left - 6, ty, tick_label(p.row_origin + r * p.row_step), kTickSize, 1, 0.5);
+      }
+    }
+    pt.text(kMargin, y + plot_h / 2, p.y_label, kLabelSize, 0.5, 0, kBlack, true);
+    // Column ticks far enough apart for their labels.
+    double widest = 0;
+    for (int c = 0; c < p.cols; ++c)
+      widest = std::max(widest, pt.width(tick_label(p.col_origin + c * p.col_step), kTickSize));
+    const int step = nice_step((widest + 10) / cell_w);
+    for (int c = 0; c < p.cols; c += step) {
+      const double tx = left + c * cell_w + cell_w / 2.0;
+      pt.rect(std::floor(tx), y + plot_h + 1, 1, 3, kBlack);
+      pt.text(tx, y + plot_h + 5, tick_label(p.col_origin + c * p.col_step), kTickSize, 0.5, 0);
+    }
+    pt.text(left + plot_w / 2, y + plot_h + 5 + line_height(kTickSize), p.x_label, kLabelSize, 0.5, 0);
+    bar_bottom = y + plot_h;
+    y += plot_h + 5 + line_height(kTickSize) + line_height(kLabelSize) + 10;
+  }
+
+  // Colour bar beside the panels, from the first panel's cells to the last's.
+  const double bar_x = plots_right + 24, bar_w = 16;
+  const double bar_h = std::max(80.0, bar_bottom - bar_top);
+  y = std::max(y, bar_top + bar_h + 10);
+  for (int j = 0; j < int(bar_h); ++j) pt.rect(bar_x, bar_top + j, bar_w, 1, viridis(1.0 - j / (bar_h - 1)));
+  pt.frame(bar_x, bar_top, bar_w, int(bar_h), kBlack);
+  double tick_w = 0;
+  for (double v : s.ticks) {
+    const double ty = bar_top + (bar_h - 1) * (1 - s.t(v));
+    pt.rect(bar_x + bar_w, std::round(ty), 4, 1, kBlack);
+    pt.text(bar_x + bar_w + 6, ty, tick_label(v), kTickSize, 0, 0.5);
+    tick_w = std::max(tick_w, pt.width(tick_label(v), kTickSize));
+  }
+  const double label_x = bar_x + bar_w + 6 + tick_w + 8;
+  const std::string label = f.colorbar_label + (s.log ? " (log scale)" : "");
+  pt.text(label_x, bar_top + bar_h / 2, label, kLabelSize, 0.5, 0, kBlack, true);
+  right = std::max(right, label_x + line_height(kLabelSize));
+  return {int(std::ceil(right + kMargin)), int(std::ceil(y - 10 + kMargin))};
+}
+
+void check_panels(const HeatmapFigure& f) {
+  if (f.panels.empty()) throw std::invalid_argument("render_heatmap: no panels");
+  for (const HeatmapPanel& p : f.panels)
+    if (p.rows <= 0 || p.cols <= 0 || p.values.size() != size_t(p.rows) * p.cols ||
+        (!p.row_labels.empty() && p.row_labels.size() != size_t(p.rows)))
+      throw std::invalid_argument("render_heatmap: panel values or row labels do not match rows x cols");
+}
+
+// ---- bar chart ----------------------------------------------------------------
+
+Size draw_bar_chart(const BarChart& chart, Painter& pt) {
+  const size_t n = chart.categories.size();
+  double lo = 0, hi = 0;
+  for (const BarSeries& s : chart.series)
+    for (double v : s.values)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (hi == lo) hi = lo + 1;
+  const double step = nice_real_step((hi - lo) / 6);
+  lo = std::floor(lo / step) * step;
+  hi = std::ceil(hi * 1.12 / step) * step;
+
+  const int ns = int(chart.series.size());
+  const double bar_w = 24;
+  double widest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    widest = std::max(widest, pt.width(chart.categories[i], kTickSize));
+    if (i < chart.notes.size()) widest = std::max(widest, pt.width(chart.notes[i], kTickSize));
+  }
+  double tick_w = 0;
+  for (double t = lo; t <= hi + step / 2; t += step) tick_w = std::max(tick_w, pt.width(tick_label(t), kTickSize));
+  const double group_w = std::max(ns * bar_w + 16, widest + 12);
+  const double left = kMargin + line_height(kLabelSize) + 6 + tick_w + 6;
+  double top = kMargin;
+  pt.text(kMargin, top, chart.title, kTitleSize, 0, 0);
+  double right = kMargin + pt.width(chart.title, kTitleSize);
+  top += line_height(kTitleSize);
+  if (!chart.subtitle.empty()) {
+    pt.text(kMargin, top, chart.subtitle, kLabelSize, 0, 0, kGrey);
+    right = std::max(right, kMargin + pt.width(chart.subtitle, kLabelSize));
+    top += line_height(kLabelSize);
+  }
+  top += 6;
+  // Legend above the plot, one line per series.
+  std::vector<Rgb> colours;
+  for (int s = 0; s < ns; ++s) colours.push_back(viridis(ns == 1 ? 0.3 : 0.1 + 0.75 * s / (ns - 1)));
+  for (int s = 0; s < ns; ++s) {
+    pt.rect(left, top + 3, 12, 10, colours[s]);
+    pt.text(left + 18, top + 8, chart.series[s].name, kTickSize, 0, 0.5);
+    right = std::max(right, left + 18 + pt.width(chart.series[s].name, kTickSize));
+    top += line_height(kTickSize) + 2;
+  }
+  top += 8;
+  const double plot_h = 320, plot_w = group_w * double(n);
+  auto y_of = [&](double v) { return top + std::round((hi - v) / (hi - lo) * (plot_h - 1)); };
+  for (double t = lo; t <= hi + step / 2; t += step) {
+    const double ty = y_of(t);
+    for (double x = left; x < left + plot_w; x += 4) pt.rect(x, ty, 2, 1, kGrid);
+    pt.rect(left - 5, ty, 4, 1, kBlack);
+    pt.text(left - 7, ty, tick_label(t), kTickSize, 1, 0.5);
+  }
+  pt.text(kMargin, top + plot_h / 2, chart.y_label, kLabelSize, 0.5, 0, kBlack, true);
+
+  const double zero_y = y_of(0.0);
+  for (size_t i = 0; i < n; ++i) {
+    const double gx = left + double(i) * group_w + (group_w - ns * bar_w) / 2;
+    for (int s = 0; s < ns; ++s) {
+      const double v = chart.series[s].values[i];
+      if (!std::isfinite(v)) continue;
+      const double vy = y_of(v);
+      const double x = gx + s * bar_w;
+      pt.rect(x + 1, std::min(vy, zero_y), bar_w - 2, std::abs(zero_y - vy) + 1, colours[s]);
+      // Values rotated above (below, for negative bars) the bar, so that
+      // neighbours never overlap.
+      pt.text(x + bar_w / 2, v >= 0 ? vy - 3 : vy + 3, fmt::format("{:.1f}", v), kValueSize, v >= 0 ? 0 : 1, 0.5,
+              kBlack, true);
+    }
+    const double cx = left + double(i) * group_w + group_w / 2;
+    pt.text(cx, top + plot_h + 6, chart.categories[i], kTickSize, 0.5, 0);
+    if (i < chart.notes.size())
+      pt.text(cx, top + plot_h + 6 + line_height(kTickSize), chart.notes[i], kTickSize, 0.5, 0, kGrey);
+  }
+  pt.rect(left, zero_y, plot_w, 1, kBlack);
+  pt.rect(left - 1, top, 1, plot_h, kBlack);
+  right = std::max(right, left + plot_w);
+  const double bottom = top + plot_h + 6 + 2 * line_height(kTickSize);
+  return {int(std::ceil(right + kMargin)), int(std::ceil(bottom + kMargin))};
+}
+
+void check_chart(const BarChart& chart) {
+  if (chart.categories.empty() || chart.series.empty()) throw std::invalid_argument("render_bar_chart: nothing to draw");
+  for (const BarSeries& s : chart.series)
+    if (s.values.size() != chart.categories.size())
+      throw std::invalid_argument("render_bar_chart: series length != categories");
 }
 
 }  // namespace
@@ -241,165 +578,31 @@ Rgb viridis(double t) {
   return {uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
 }
 
-io::RgbImage render_heatmap(const HeatmapFigure& f) {
-  if (f.panels.empty()) throw std::invalid_argument("render_heatmap: no panels");
-  int max_cols = 1;
-  size_t label_chars = 0;
-  for (const HeatmapPanel& p : f.panels) {
-    if (p.rows <= 0 || p.cols <= 0 || p.values.size() != size_t(p.rows) * p.cols)
-      throw std::invalid_argument("render_heatmap: panel values do not match rows x cols");
-    max_cols = std::max(max_cols, p.cols);
-    for (const std::string& l : p.row_labels) label_chars = std::max(label_chars, l.size());
-    if (p.row_labels.empty())
-      label_chars = std::max(label_chars, tick_label(p.row_origin + (p.rows - 1) * p.row_step).size());
-  }
-  const int cell_w = std::clamp(f.max_plot_width / max_cols, 1, 40);
-  const int left = 30 + int(label_chars) * kAdvance;  // rotated y label + row labels
-  const int title_h = 10 + 16 + (f.subtitle.empty() ? 0 : 12) + 8;
-  int plots_h = 0, plots_w = 0;
-  std::vector<PanelGeometry> geo;
-  for (const HeatmapPanel& p : f.panels) {
-    geo.push_back(panel_geometry(p, cell_w));
-    plots_h += 14 + geo.back().plot_h + 32;  // panel title, cells, tick labels + x label
-    plots_w = std::max(plots_w, geo.back().plot_w);
-  }
-  const int title_w = std::max(text_width(f.title, 2), text_width(f.subtitle));
-  int right = left + plots_w;
-  for (const HeatmapPanel& p : f.panels) right = std::max(right, left + text_width(p.title));
-  const int width = std::max(right + 90, title_w + 20);
-  const int height = title_h + plots_h + 8;
-  Canvas c(width, height);
-  c.text(10, 10, f.title, 2);
-  if (!f.subtitle.empty()) c.text(10, 30, f.subtitle);
+std::array<double, 2> color_range(const HeatmapFigure& figure) {
+  const Scale s = resolve_scale(figure);
+  return {s.lo, s.hi};
+}
 
-  int y = title_h;
-  const int bar_top = y + 14;
-  for (size_t k = 0; k < f.panels.size(); ++k) {
-    const HeatmapPanel& p = f.panels[k];
-    const PanelGeometry& g = geo[k];
-    c.text(left, y, p.title);
-    y += 14;
-    for (int r = 0; r < p.rows; ++r)
-      for (int col = 0; col < p.cols; ++col) {
-        const double v = p.values[size_t(r) * p.cols + col];
-        c.rect(left + col * g.cell_w, y + r * g.cell_h, g.cell_w, g.cell_h,
-               viridis((v - f.vmin) / (f.vmax - f.vmin)));
-      }
-    c.frame(left, y, g.plot_w, g.plot_h, kBlack);
-    // Row labels: every category, or numeric ticks at least 12 pixels apart.
-    if (!p.row_labels.empty()) {
-      for (int r = 0; r < p.rows; ++r) {
-        const std::string& l = p.row_labels[r];
-        c.text(left - 4 - text_width(l), y + r * g.cell_h + (g.cell_h - kGlyphH) / 2, l);
-      }
-    } else {
-      const int step = nice_step(12.0 / g.cell_h);
-      for (int r = 0; r < p.rows; r += step) {
-        const std::string l = tick_label(p.row_origin + r * p.row_step);
-        const int ty = y + r * g.cell_h + g.cell_h / 2;
-        c.hline(left - 3, left - 2, ty, kBlack);
-        c.text(left - 5 - text_width(l), ty - 3, l);
-      }
-    }
-    c.text(4, y + g.plot_h / 2 + text_width(p.y_label) / 2, p.y_label, 1, kBlack, true);
-    // Column ticks, far enough apart for their labels.
-    const size_t widest = tick_label(p.col_origin + (p.cols - 1) * p.col_step).size();
-    const int step = nice_step((widest * kAdvance + 8.0) / g.cell_w);
-    for (int col = 0; col < p.cols; col += step) {
-      const std::string l = tick_label(p.col_origin + col * p.col_step);
-      const int tx = left + col * g.cell_w + g.cell_w / 2;
-      c.vline(tx, y + g.plot_h + 1, y + g.plot_h + 3, kBlack);
-      c.text(tx - text_width(l) / 2, y + g.plot_h + 5, l);
-    }
-    c.text(left + g.plot_w / 2 - text_width(p.x_label) / 2, y + g.plot_h + 17, p.x_label);
-    y += g.plot_h + 32;
-  }
+io::RgbImage render_heatmap(const HeatmapFigure& figure) {
+  check_panels(figure);
+  const Scale s = resolve_scale(figure);
+  return raster([&](Painter& p) { return draw_heatmap(figure, s, p); });
+}
 
-  // Colour bar beside the panels and their titles, spanning them.
-  int bar_x = left + plots_w + 14;
-  for (const HeatmapPanel& p : f.panels) bar_x = std::max(bar_x, left + text_width(p.title) + 14);
-  const int bar_h = std::max(40, y - 32 - bar_top);
-  for (int j = 0; j < bar_h; ++j) c.rect(bar_x, bar_top + j, 14, 1, viridis(1.0 - double(j) / (bar_h - 1)));
-  c.frame(bar_x, bar_top, 14, bar_h, kBlack);
-  for (int t = 0; t <= 4; ++t) {
-    const int ty = bar_top + bar_h - 1 - (bar_h - 1) * t / 4;
-    c.hline(bar_x + 14, bar_x + 17, ty, kBlack);
-    c.text(bar_x + 20, ty - 3, tick_label(f.vmin + (f.vmax - f.vmin) * t / 4));
-  }
-  c.text(bar_x + 56, bar_top + bar_h / 2 + text_width(f.colorbar_label) / 2, f.colorbar_label, 1, kBlack, true);
-  return c.take();
+std::string render_heatmap_svg(const HeatmapFigure& figure) {
+  check_panels(figure);
+  const Scale s = resolve_scale(figure);
+  return vector_svg([&](Painter& p) { return draw_heatmap(figure, s, p); });
 }
 
 io::RgbImage render_bar_chart(const BarChart& chart) {
-  const size_t n = chart.categories.size();
-  if (n == 0 || chart.series.empty()) throw std::invalid_argument("render_bar_chart: nothing to draw");
-  double lo = 0, hi = 0;
-  for (const BarSeries& s : chart.series) {
-    if (s.values.size() != n) throw std::invalid_argument("render_bar_chart: series length != categories");
-    for (double v : s.values)
-      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-  }
-  if (hi == lo) hi = lo + 1;
-  const double step = nice_real_step((hi - lo) / 6);
-  lo = std::floor(lo / step) * step;
-  hi = std::ceil(hi * 1.08 / step) * step;
+  check_chart(chart);
+  return raster([&](Painter& p) { return draw_bar_chart(chart, p); });
+}
 
-  const int ns = int(chart.series.size());
-  const int bar_w = 22;
-  size_t widest = 0;
-  for (size_t i = 0; i < n; ++i) {
-    widest = std::max(widest, chart.categories[i].size());
-    if (i < chart.notes.size()) widest = std::max(widest, chart.notes[i].size());
-  }
-  const int group_w = std::max(ns * bar_w + 14, int(widest) * kAdvance + 10);
-  const int left = 70, top = 10 + 16 + (chart.subtitle.empty() ? 0 : 12) + 14 + 14 * ns, plot_h = 320;
-  const int plot_w = group_w * int(n);
-  const int width = std::max(left + plot_w + 20, std::max(text_width(chart.title, 2), text_width(chart.subtitle)) + 20);
-  const int height = top + plot_h + 44;
-  Canvas c(width, height);
-  c.text(10, 10, chart.title, 2);
-  if (!chart.subtitle.empty()) c.text(10, 30, chart.subtitle);
-
-  auto y_of = [&](double v) { return top + int(std::lround((hi - v) / (hi - lo) * (plot_h - 1))); };
-  // Horizontal grid and y ticks.
-  for (double t = lo; t <= hi + step / 2; t += step) {
-    const int ty = y_of(t);
-    for (int x = left; x < left + plot_w; x += 3) c.pixel(x, ty, {200, 200, 200});
-    c.hline(left - 4, left - 1, ty, kBlack);
-    const std::string l = tick_label(t);
-    c.text(left - 6 - text_width(l), ty - 3, l);
-  }
-  c.text(8, top + plot_h / 2 + text_width(chart.y_label) / 2, chart.y_label, 1, kBlack, true);
-
-  std::vector<Rgb> colours;
-  for (int s = 0; s < ns; ++s) colours.push_back(viridis(ns == 1 ? 0.3 : 0.15 + 0.7 * s / (ns - 1)));
-  const int zero_y = y_of(0.0);
-  for (size_t i = 0; i < n; ++i) {
-    const int gx = left + int(i) * group_w + (group_w - ns * bar_w) / 2;
-    for (int s = 0; s < ns; ++s) {
-      const double v = chart.series[s].values[i];
-      if (!std::isfinite(v)) continue;
-      const int vy = y_of(v);
-      const int x = gx + s * bar_w;
-      c.rect(x + 1, std::min(vy, zero_y), bar_w - 2, std::abs(zero_y - vy) + 1, colours[s]);
-      const std::string l = fmt::format("{:.1f}", v);
-      // Values rotated above the bar, so neighbours never overlap.
-      c.text(x + (bar_w - kGlyphH) / 2, (v >= 0 ? vy - 3 : vy + 3 + text_width(l)), l, 1, kBlack, true);
-    }
-    const std::string& cat = chart.categories[i];
-    const int cx = left + int(i) * group_w + group_w / 2;
-    c.text(cx - text_width(cat) / 2, top + plot_h + 6, cat);
-    if (i < chart.notes.size()) c.text(cx - text_width(chart.notes[i]) / 2, top + plot_h + 18, chart.notes[i], 1, kGrey);
-  }
-  c.hline(left, left + plot_w - 1, zero_y, kBlack);
-  c.vline(left - 1, top, top + plot_h - 1, kBlack);
-  // Legend above the plot.
-  for (int s = 0; s < ns; ++s) {
-    const int ly = top - 14 * (ns - s) - 6;
-    c.rect(left, ly, 10, 8, colours[s]);
-    c.text(left + 14, ly, chart.series[s].name);
-  }
-  return c.take();
+std::string render_bar_chart_svg(const BarChart& chart) {
+  check_chart(chart);
+  return vector_svg([&](Painter& p) { return draw_bar_chart(chart, p); });
 }
 
 }  // namespace fp4emu::analysis

@@ -40,6 +40,7 @@ struct Args {
   std::string csv_out;
   std::string report_out;
   std::string progress = "auto";
+  int threads = 0;
 };
 
 // ---- recipe selection --------------------------------------------------------
@@ -258,6 +259,7 @@ int run(const Args& a) {
   const std::vector<const Recipe*> recipes = selected_recipes(a);
   CompareOptions options;
   options.axis = a.axis;
+  options.threads = a.threads;
   if (!a.tail.empty()) {
     options.tail = parse_tail(a.tail);
     if (!options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
@@ -455,6 +457,7 @@ void add_compare(CLI::App& app, Action& action) {
   html::add_report_option(cmd, args->report_out);
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
+  add_threads_option(cmd, args->threads, "Threads of the fast quantizers inside each tensor; results do not depend on it");
   cmd->footer(
       "Example: fp4emu compare data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
       "--format mxfp4,nvfp4 --csv down.csv\n"

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "pictures.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "report_pages.hpp"
@@ -221,7 +222,8 @@ void print_table(const Recipe& recipe, const std::string& ttext, const std::stri
 }
 
 std::pair<std::string, io::RgbImage> chart(const Recipe& recipe, const std::string& ttext, const std::string& order,
-                                           const PerRecipe& pr, const Dump& dump) {
+                                           const PerRecipe& pr, const Dump& dump, ImageFormats images,
+                                           std::string& svg) {
   BarChart chart;
   chart.title = fmt::format("Rollout-ResQ residual by sparsity pattern: {} ({})", format_name(recipe.format), recipe.id);
   const auto& files = dump.set().files();
@@ -240,8 +242,10 @@ std::pair<std::string, io::RgbImage> chart(const Recipe& recipe, const std::stri
   chart.series = {act, out};
   std::string file = "resq_" + std::string(recipe.id) + ".png";
   std::replace(file.begin(), file.end(), '.', '_');
-  file.replace(file.size() - 4, 4, ".png");
-  return {file, render_bar_chart(chart)};
+  file.replace(file.size() - 4, 4, images.png ? ".png" : ".svg");  // the report names the first file written
+  Picture picture = draw_picture(chart, images);
+  svg = std::move(picture.svg);
+  return {file, std::move(picture.png)};
 }
 
 ordered_json report_header(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights) {
@@ -291,6 +295,7 @@ int run(const Args& a) {
   ordered_json root = report_header(a, study, dump, weights);
   ordered_json jr = ordered_json::array();
   std::vector<std::pair<std::string, io::RgbImage>> charts;
+  std::vector<std::string> chart_svgs;
   fmt::print("{}; weights: {}\n", inputs_line(dump),
              a.weights.empty() ? fmt::format("synthetic N(0, 1/d) x {} rows, seed {}", a.n, a.seed) : a.weights);
   for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
@@ -311,7 +316,7 @@ int run(const Args& a) {
       pooled_json.push_back(row_json(r));
     }
     print_table(recipe, ttext, a.order, pr, dump.size());
-    charts.push_back(chart(recipe, ttext, a.order, pr, dump));
+    charts.push_back(chart(recipe, ttext, a.order, pr, dump, study.images, chart_svgs.emplace_back()));
     jr.push_back({{"format", format_name(recipe.format)},
                   {"recipe", recipe.id},
                   {"block", block_size(recipe.format)},
@@ -328,9 +333,9 @@ int run(const Args& a) {
   write_text(outdir / "resq.csv", csv_out);
   write_text(outdir / "resq.json", root.dump(1) + "\n");
   std::vector<std::string> written = {"resq.csv", "resq.json"};
-  for (const auto& [file, image] : charts) {
-    io::write_png(outdir / file, image);
-    written.push_back(file);
+  for (size_t k = 0; k < charts.size(); ++k) {
+    const std::string& file = charts[k].first;
+    write_picture(outdir, file.substr(0, file.size() - 4), {charts[k].second, chart_svgs[k]}, study.images, written);
   }
   fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
   if (!a.report.empty()) write_report(a.report, root, charts);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "pictures.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "report_pages.hpp"
@@ -39,6 +40,7 @@ struct Args {
   UnderflowOptions uf;
   std::string detail = "auto";
   int detail_rows = 256;
+  std::string color_range = "auto", color_scale = "linear";
   std::string out;
   std::string report;
 };
@@ -119,7 +121,10 @@ HeatmapPanel detail_panel(const UnderflowStats& s, const Run& r, int max_rows) {
 struct Outputs {
   std::string csv = std::string(kColumns) + "\n";
   ordered_json json;
-  std::optional<io::RgbImage> summary_png, detail_png;
+  ImageFormats images;
+  ColorScale color;
+  std::optional<io::RgbImage> summary_png, detail_png;  // drawn whatever --image-format (--report shows them)
+  std::string summary_svg, detail_svg;                  // drawn when --image-format asks for SVG
   std::string summary_csv = "format,recipe,transform,kind,layer,n_nonzero,n_underflow,underflow_ratio\n";
   std::string detail_csv = "recipe,transform,token_start,token_end,block_start,block_end,underflow_ratio\n";
 };
@@ -244,6 +249,7 @@ void summary_heatmap(const std::vector<Run>& runs, const Dump& dump, const std::
   fig.title = "Underflow ratio by layer and tensor";
   fig.subtitle = fmt::format("{} | UR = nonzero inputs flushed to zero; grey = no tensor", inputs_title(dump));
   fig.colorbar_label = "underflow ratio (UR)";
+  fig.color = out.color;
   for (size_t ri = 0; ri < runs.size(); ++ri) {
     HeatmapPanel p;
     p.title = panel_title(runs[ri]);
@@ -280,7 +286,8 @@ void summary_heatmap(const std::vector<Run>& runs, const Dump& dump, const std::
                             {"ur", std::move(matrix)}});
     fig.panels.push_back(std::move(p));
   }
-  out.summary_png = render_heatmap(fig);
+  Picture picture = draw_picture(fig, out.images);
+  out.summary_png = std::move(picture.png), out.summary_svg = std::move(picture.svg);
   out.json["heatmaps"]["summary"] = std::move(summary_json);
 }
 
@@ -300,6 +307,7 @@ void detail_heatmap(const Args& a, const std::vector<Run>& runs, const Dump& dum
   fig.subtitle = dump.file(*detail_index).filename().string() +
                  " | UR_B = nonzero inputs of the block flushed to zero; grey = no nonzero input";
   fig.colorbar_label = "block underflow ratio (UR_B)";
+  fig.color = out.color;
   for (const Result& res : results) {
     if (res.tensor != *detail_index) continue;
     HeatmapPanel p = detail_panel(res.s, runs[res.run], a.detail_rows);
@@ -315,7 +323,8 @@ void detail_heatmap(const Args& a, const std::vector<Run>& runs, const Dump& dum
       }
     fig.panels.push_back(std::move(p));
   }
-  out.detail_png = render_heatmap(fig);
+  Picture picture = draw_picture(fig, out.images);
+  out.detail_png = std::move(picture.png), out.detail_svg = std::move(picture.svg);
 }
 
 // The report's header: tool, inputs, runs, options, definitions.
@@ -357,14 +366,14 @@ void write_outputs(const std::string& dir, const Outputs& o) {
   write_text(out / "summary.json", o.json.dump(1) + "\n");
   std::vector<std::string> written = {"summary.csv", "summary.json"};
   if (o.summary_png) {
-    io::write_png(out / "summary_heatmap.png", *o.summary_png);
+    write_picture(out, "summary_heatmap", {*o.summary_png, o.summary_svg}, o.images, written);
     write_text(out / "summary_heatmap.csv", o.summary_csv);
-    written.insert(written.end(), {"summary_heatmap.png", "summary_heatmap.csv"});
+    written.push_back("summary_heatmap.csv");
   }
   if (o.detail_png) {
-    io::write_png(out / "detail_heatmap.png", *o.detail_png);
+    write_picture(out, "detail_heatmap", {*o.detail_png, o.detail_svg}, o.images, written);
     write_text(out / "detail_heatmap.csv", o.detail_csv);
-    written.insert(written.end(), {"detail_heatmap.png", "detail_heatmap.csv"});
+    written.push_back("detail_heatmap.csv");
   }
   fmt::print("\nwrote {}/{{{}}}\n", dir, fmt::join(written, ", "));
 }
@@ -489,6 +498,7 @@ int run(const Args& a) {
   const std::vector<Run> runs = plan_runs(study, a.transforms);
   if (a.n < 1) throw InputError("--n must be at least 1");
   if (a.detail_rows < 1) throw InputError("--detail-rows must be at least 1");
+  const ColorScale color = parse_color_scale(a.color_range, a.color_scale);  // checked before any work
 
   const Dump dump(a.study.inputs, a.study.tensors);
   const Sources sources = open_sources(a, runs);
@@ -505,6 +515,7 @@ int run(const Args& a) {
   const std::vector<Result> results = study_all(a, study, runs, dump, sources, weight_sources);
 
   Outputs out;
+  out.images = study.images, out.color = color;
   out.json = report_json(a, study, runs, dump);
   write_tables(study, runs, dump, results, weight_sources, out);
   print_and_pool(runs, dump, results, out);
@@ -548,6 +559,7 @@ void add_underflow(CLI::App& app, Action& action) {
   cmd->add_option("--detail-rows", args->detail_rows, "Token bins of the detail heatmap at most")
       ->default_val(256)
       ->check(integer_in(1, 1 << 16));
+  add_color_options(cmd, args->color_range, args->color_scale);
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   html::add_report_option(cmd, args->report);
   cmd->footer("Example: fp4emu underflow dump/ --tensor 'model.layers.*.mlp.down_proj.input' --progress always "

@@ -43,6 +43,7 @@ void add_study_flags(CLI::App* cmd, StudyFlags& f) {
                   "Progress on stderr, one line per tensor with the elapsed time: auto (when a terminal) | always | "
                   "never")
       ->default_val("auto");
+  add_image_format_option(cmd, f.image_format);
 }
 
 const char* const kRbitsManyTensors =
@@ -55,6 +56,7 @@ Study resolve_study(const StudyFlags& f) {
   s.recipes = analysis::study_recipes(f.formats, f.recipes, f.scale_rule);
   s.rounding = parse_round_flag(f.round);
   apply_sr_flags(f.sr, s.rounding, s.stochastic);
+  s.images = parse_image_format(f.image_format);
   s.threads = thread_count(f.threads);  // the library's rule, a count to show and pass on
   return s;
 }

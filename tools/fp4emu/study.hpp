@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "pictures.hpp"
 #include "fp4emu/analysis/underflow.hpp"
 
 namespace fp4emu::cli {
@@ -24,13 +25,14 @@ struct StudyFlags {
   SrFlags sr;  // --round stochastic's random bits
   int threads = 0;
   std::string progress = "auto";
+  std::string image_format = "png";
 };
 
 // The DUMP... positional (one or more inputs), described once for every command.
 CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs);
 // The DUMP... positional, --tensor, --format, --recipe, --scale-rule, --round
 // (with the SR group: --sr-seed, since the studies' --seed is their own),
-// --threads and --progress.
+// --threads, --progress and --image-format.
 void add_study_flags(CLI::App* cmd, StudyFlags& flags);
 
 // Why --rbits is refused by the commands that quantize many tensors: one
@@ -41,6 +43,7 @@ extern const char* const kRbitsManyTensors;
 struct Study {
   std::vector<const Recipe*> recipes;
   std::optional<Rounding> rounding;
+  ImageFormats images;
   StochasticBits stochastic;  // --round stochastic: the Philox key (every tensor takes the same)
   int threads = 1;            // resolved: at least 1
 };

@@ -18,6 +18,7 @@ namespace fp4emu {
 
 struct CompareOptions {
   int axis = -1;                   // block axis; negative counts from the end
+  int threads = 0;                 // the fast path's (fp4emu/threads.hpp: 0 = OpenMP's default)
   std::optional<TailPolicy> tail;  // default: each recipe's
   std::optional<Rounding> rounding;  // element rounding; default: each recipe's
   StochasticBits stochastic;         // Rounding::stochastic: its random bits (every tensor the same key)

@@ -1,10 +1,12 @@
 #pragma once
 // Pictures for the studies: heatmaps with a colour bar and bar charts, drawn
-// into an RGB image (written with io::write_png). Text uses a built-in 5x7
-// bitmap font (printable ASCII), so the images need no font files and are
-// byte-identical on every machine.
+// with cairo as PNG (an RGB image, written with io::write_png) or SVG. Text
+// is DejaVu Sans (Debian's fonts-dejavu-core), read from its file with fixed
+// hinting and antialiasing, so a picture's bytes depend only on its data and
+// the cairo, FreeType and font versions.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,16 +33,33 @@ struct HeatmapPanel {
   std::string x_label, y_label;
 };
 
+// The values the colours span. Unset ends come from the data: the smallest
+// and largest finite value over every panel, rounded out to the colour bar's
+// ticks. Values outside [lo, hi] take the end colours.
+struct ColorScale {
+  std::optional<double> lo, hi;
+  bool log = false;  // log10 spacing; needs lo > 0 (auto: the smallest value > 0; values <= 0 take lo's colour)
+};
+
 struct HeatmapFigure {
   std::string title;                 // first line of the title
   std::string subtitle;              // second line (may be empty)
   std::vector<HeatmapPanel> panels;  // stacked top to bottom, sharing the colour scale
-  double vmin = 0.0, vmax = 1.0;     // fixed colour scale
+  ColorScale color;
   std::string colorbar_label;
   int max_plot_width = 960;          // pixels for the widest panel's cells
 };
 
+// The [lo, hi] a figure's colours span (ColorScale resolved against its data).
+// std::invalid_argument for a range that is empty, not finite, or not > 0 on a
+// log scale.
+std::array<double, 2> color_range(const HeatmapFigure& figure);
+
+// Each cell shows its value (decimals for 3 significant digits of the
+// figure's largest magnitude) when the cell is large enough for the text;
+// the colour bar carries ticks at round values.
 io::RgbImage render_heatmap(const HeatmapFigure& figure);
+std::string render_heatmap_svg(const HeatmapFigure& figure);
 
 struct BarSeries {
   std::string name;            // legend entry
@@ -59,5 +78,6 @@ struct BarChart {
 // Bars start at 0 (values below 0 are drawn down from the axis); the y range
 // covers every finite value with a margin, and each bar carries its value.
 io::RgbImage render_bar_chart(const BarChart& chart);
+std::string render_bar_chart_svg(const BarChart& chart);
 
 }  // namespace fp4emu::analysis
