@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "fp4emu/fp4emu.hpp"
 
@@ -37,19 +39,42 @@ TEST(PublicHeaders, UmbrellaIncludesEveryHeader) {
   EXPECT_GT(headers, 30);
 }
 
-TEST(PublicHeaders, ReadmeCppExampleIsTheConsumerSource) {
-  const std::filesystem::path root(FP4EMU_SOURCE_DIR);
-  const std::string readme = read_text(root / "README.md");
-  const size_t section = readme.find("\n## From C++\n");
-  ASSERT_NE(section, std::string::npos) << "README.md has no section \"From C++\"";
-  const std::string fence = "```cpp\n";
-  const size_t start = readme.find(fence, section);
-  ASSERT_NE(start, std::string::npos);
-  const size_t end = readme.find("```\n", start + fence.size());
-  ASSERT_NE(end, std::string::npos);
-  const std::string example = readme.substr(start + fence.size(), end - start - fence.size());
-  EXPECT_EQ(example, read_text(root / "tests" / "consumer" / "main.cpp"))
-      << "README.md's first C++ example under \"From C++\" must be tests/consumer/main.cpp verbatim";
+// The fenced blocks of `lang` in the README section `title`.
+std::vector<std::string> readme_blocks(const std::string& title, const std::string& lang) {
+  const std::string readme = read_text(std::filesystem::path(FP4EMU_SOURCE_DIR) / "README.md");
+  const size_t section = readme.find("\n## " + title + "\n");
+  if (section == std::string::npos) return {};
+  const size_t section_end = readme.find("\n## ", section + 1);
+  std::vector<std::string> blocks;
+  const std::string fence = "```" + lang + "\n";
+  for (size_t at = readme.find(fence, section); at < section_end; at = readme.find(fence, at)) {
+    const size_t end = readme.find("```\n", at + fence.size());
+    if (end == std::string::npos) break;
+    blocks.push_back(readme.substr(at + fence.size(), end - at - fence.size()));
+    at = end + 4;
+  }
+  return blocks;
+}
+
+// Every C++ example of "From C++" is a source of the consumer project, which
+// the test package_consumer builds (-Werror) against an installed tree and
+// runs; its CMake lines are the consumer's. (package_consumer also runs the
+// section's sh block: tests/consumer/run.cmake.)
+TEST(PublicHeaders, ReadmeCppExamplesAreTheConsumerProject) {
+  const std::filesystem::path consumer = std::filesystem::path(FP4EMU_SOURCE_DIR) / "tests" / "consumer";
+  const std::vector<std::string> cpp = readme_blocks("From C++", "cpp");
+  ASSERT_EQ(cpp.size(), 1u) << "README.md \"From C++\" should hold one C++ program, tests/consumer/main.cpp";
+  EXPECT_EQ(cpp[0], read_text(consumer / "main.cpp"))
+      << "README.md's C++ example under \"From C++\" must be tests/consumer/main.cpp verbatim";
+  const std::vector<std::string> cmake = readme_blocks("From C++", "cmake");
+  ASSERT_EQ(cmake.size(), 1u);
+  const std::string lists = read_text(consumer / "CMakeLists.txt");
+  std::istringstream lines(cmake[0]);
+  for (std::string line; std::getline(lines, line);) {
+    for (size_t at; (at = line.find("my_app")) != std::string::npos;) line.replace(at, 6, "consumer");
+    EXPECT_NE(lists.find(line + "\n"), std::string::npos)
+        << "README.md \"From C++\": '" << line << "' is not a line of tests/consumer/CMakeLists.txt";
+  }
 }
 
 }  // namespace

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'EOF'
-Usage: tools/test.sh [--long] [--sanitize] [--fuzz SECONDS] [--help]
+Usage: tools/test.sh [--long] [--sanitize] [--shared] [--fuzz SECONDS] [--help]
 
 Installs the Debian packages (tools/install-deps.sh), builds into build/ and
 runs the default test suite (ctest, label `long` excluded). Then, when clang
@@ -23,6 +23,11 @@ corpora), and fuzzes each harness for 60 seconds.
                   ThreadSanitizer (clang, libomp with its archer tool) in
                   build-tsan/ and run the multi-threaded tests (fast path
                   driver, SIMD, GEMM, golden fast path)
+  --shared        also build libfp4emu as a shared library (BUILD_SHARED_LIBS=ON,
+                  build-shared/: the library, the CLI and the Python module),
+                  install it into a prefix and build and run the consumer
+                  project against it (ctest package_consumer), run the
+                  installed CLI, and import the installed Python module
   --fuzz SECONDS  fuzz each harness for SECONDS instead of 60; 0 skips fuzzing
   -h, --help      show this help
 
@@ -34,11 +39,13 @@ EOF
 
 long=0
 sanitize=0
+shared=0
 fuzz_seconds=60
 while [ $# -gt 0 ]; do
   case "$1" in
     --long) long=1 ;;
     --sanitize) sanitize=1 ;;
+    --shared) shared=1 ;;
     --fuzz)
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
         echo "tools/test.sh: --fuzz needs a whole number of seconds, e.g. --fuzz 600" >&2
@@ -82,6 +89,16 @@ build_checked() {
 # Default suite.
 step "build" tools/build.sh
 step "tests" ctest --test-dir build --output-on-failure -j"$jobs" "${label_filter[@]}"
+
+if [ "$shared" = 1 ]; then
+  # The shared-library package: only what is installed is built (no test
+  # binary), then the install checks of the default suite run on it.
+  step "shared build" build_checked build-shared "fp4emu fp4emu_cli fp4emu_python" -DBUILD_SHARED_LIBS=ON \
+    -DFP4EMU_BUILD_PYTHON=ON -DFP4EMU_TEST_FILES='/public_headers_test\.cpp$'
+  step "shared tests" ctest --test-dir build-shared --output-on-failure -R '^package_consumer$'
+  step "shared python install" env FP4EMU_BUILD_DIR="$PWD/build-shared" PYTHONPATH="$PWD/build-shared/python" \
+    PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests/test_readme.py
+fi
 
 harnesses=$(cd fuzz && ls -- *_fuzz.cpp | sed 's/_fuzz\.cpp$//')
 # Tests a checked build leaves out: the kernel harnesses of golden/ (their

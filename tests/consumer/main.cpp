@@ -24,5 +24,12 @@ int main() {
   fp4emu::fake_quant(view, options, fp4emu::output_view(y, view.shape));
   std::printf("%s: %g %g\n", options.recipe.name().c_str(), y[0], y[1]);
 
-  return scales[0] == 0x7f && codes[0] == 0x27 && codes[1] == 0x22 && y[0] == 6.0f && y[1] == 1.0f ? 0 : 1;
+  // The same calls on an owning Tensor {shape, values} return a PackedTensor or a Tensor.
+  const fp4emu::Tensor t{{1, 32}, x};
+  const fp4emu::PackedTensor p = fp4emu::quantize(t, options);
+  const fp4emu::Tensor z = fp4emu::dequantize(p);  // bit-identical to fake_quant(t, options)
+
+  return scales[0] == 0x7f && codes[0] == 0x27 && codes[1] == 0x22 && y[0] == 6.0f && y[1] == 1.0f && z.data == y
+             ? 0
+             : 1;
 }
