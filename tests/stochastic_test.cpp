@@ -251,9 +251,11 @@ TEST(Stochastic, PhiloxMappingsByDefinition) {
 // by their definition here, Philox through the row bytes, which
 // PhiloxMappingsByDefinition checks element by element.
 TEST(Stochastic, RunBitsAreTheRowBitsAtThosePositions) {
-  const std::vector<int64_t> shape = {3, 70, 5};  // NVFP4 along axis 1: 70 -> 80 padded, 5 blocks per row
-  const int axis = 1, block = 16;
-  const int64_t len = 70, padded = 80, inner = 5, rows = 15, word_len = 18;
+  for (const bool last : {false, true}) {  // a non-last axis, and the contiguous last axis
+  // NVFP4 blocks along the axis of length 70 -> 80 padded, 5 blocks per row.
+  const std::vector<int64_t> shape = last ? std::vector<int64_t>{3, 5, 70} : std::vector<int64_t>{3, 70, 5};
+  const int axis = last ? 2 : 1, block = 16;
+  const int64_t len = 70, padded = 80, inner = last ? 1 : 5, rows = 15, word_len = 18;
   std::vector<uint8_t> bytes(3 * 70 * 5);
   std::vector<uint32_t> words(3 * word_len * 5);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
@@ -283,7 +285,7 @@ TEST(Stochastic, RunBitsAreTheRowBitsAtThosePositions) {
         ASSERT_EQ(row[k], want) << "source " << s << " row " << r << " k " << k;
       }
       for (int64_t k = len; k < padded; ++k) ASSERT_EQ(row[k], 0) << "padding, source " << s;
-      for (int64_t k0 = 0; k0 < padded; k0 += block)
+      for (int64_t k0 = 0; k0 < padded; k0 += block / 2)  // run starts need not be draw starts here
         for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{16}, padded - k0}) {
           if (k0 + n > padded) continue;
           std::fill(run.begin(), run.end(), uint8_t{0xAA});
@@ -292,6 +294,7 @@ TEST(Stochastic, RunBitsAreTheRowBitsAtThosePositions) {
             ASSERT_EQ(run[k], row[k0 + k]) << "source " << s << " row " << r << " k0 " << k0 << " n " << n;
         }
     }
+  }
   }
 }
 

@@ -106,6 +106,31 @@ void stochastic_run_bits(const StochasticBits& bits, const std::vector<int64_t>&
   };
   const int64_t blocks_per_row = (r.axis_len + block - 1) / block;
   const int64_t word_len = (r.axis_len + 3) / 4;
+  if (bits.seed && r.inner == 1) {
+    // Along a contiguous axis one draw feeds 16 consecutive elements (blocks
+    // are multiples of 16): the same bytes as the loop below, a draw at a time.
+    for (int64_t k = k0; k < k0 + valid;) {
+      PhiloxCounter w;
+      int64_t first;  // the position of the draw's first element
+      if (bits.rng == SrRng::philox_te) {
+        const int64_t in_block = k % block;
+        first = k - in_block % 16;
+        w = philox_stream_draw(*bits.seed, static_cast<uint64_t>(row * blocks_per_row + k / block), bits.offset,
+                               static_cast<uint64_t>(in_block / 16));
+      } else {
+        const uint64_t flat = static_cast<uint64_t>(o * r.axis_len + k);
+        first = k - static_cast<int64_t>(flat % 16);
+        w = philox4x32(philox_counter(flat / 16, bits.offset), philox_key(*bits.seed));
+      }
+      const int64_t end = std::min(first + 16, k0 + valid);
+      for (; k < end; ++k) {
+        const int j = static_cast<int>(k - first);
+        const int byte = bits.rng == SrRng::philox_te ? rbits_byte(bits.map, j % 4) : j % 4;
+        out[k - k0] = static_cast<uint8_t>(w[j / 4] >> (8 * byte));
+      }
+    }
+    return;
+  }
   for (int64_t k = k0; k < k0 + valid; ++k) {
     const int lane = static_cast<int>(k % 4);
     uint8_t byte = 0;
