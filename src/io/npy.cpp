@@ -408,7 +408,7 @@ Header interpret_header(const PyValue& dict, const std::string& file) {
 }
 
 // numpy's tuple repr: "()", "(3,)", "(2, 3)".
-std::string shape_repr(const std::vector<int64_t>& shape) {
+std::string shape_repr(std::span<const int64_t> shape) {
   if (shape.size() == 1) return fmt::format("({},)", shape[0]);
   return fmt::format("({})", fmt::join(shape, ", "));
 }
@@ -547,15 +547,14 @@ Array read_npy(const std::filesystem::path& path) {
   return a;
 }
 
-std::vector<uint8_t> encode_npy(const Array& array) {
-  check_consistent(array, "encode_npy");
+std::string encode_npy_header(DType dtype, std::span<const int64_t> shape) {
   // Same text, key order and padding as numpy >= 1.24's _write_array_header:
   // 21 - len(str(shape[0])) growth spaces, then spaces to a 64-byte boundary
   // (1..64 of them) and '\n'.
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-                                   write_descr(array.dtype), shape_repr(array.shape));
-  if (!array.shape.empty()) {
-    header.append(21 - std::to_string(array.shape[0]).size(), ' ');
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", write_descr(dtype),
+                                   shape_repr(shape));
+  if (!shape.empty()) {
+    header.append(21 - std::to_string(shape[0]).size(), ' ');
   }
   const size_t hlen = header.size() + 1;
   size_t len_bytes = 2;
@@ -575,7 +574,12 @@ std::vector<uint8_t> encode_npy(const Array& array) {
   head += header;
   head.append(padlen, ' ');
   head += '\n';
+  return head;
+}
 
+std::vector<uint8_t> encode_npy(const Array& array) {
+  check_consistent(array, "encode_npy");
+  const std::string head = encode_npy_header(array.dtype, array.shape);
   std::vector<uint8_t> out(head.size() + array.bytes.size());
   std::memcpy(out.data(), head.data(), head.size());
   if (!array.bytes.empty()) {
@@ -586,7 +590,22 @@ std::vector<uint8_t> encode_npy(const Array& array) {
 
 void write_npy(const std::filesystem::path& path, const Array& array) {
   check_consistent(array, fmt::format("writing '{}'", path.string()));
-  write_file_atomic(path, encode_npy(array));
+  write_npy(path, array.dtype, array.shape, array.bytes);
+}
+
+void write_npy(const std::filesystem::path& path, DType dtype, std::span<const int64_t> shape,
+               std::span<const uint8_t> bytes) {
+  const std::optional<int64_t> size = checked_byte_size(shape, dtype);
+  if (!size || static_cast<uint64_t>(*size) != bytes.size())
+    throw std::invalid_argument(fmt::format("writing '{}': {} bytes do not hold a {} array of shape {}",
+                                            path.string(), bytes.size(), dtype_name(dtype), shape_string(shape)));
+  // Header and data go to the file one after the other: no file-sized buffer
+  // joins them (a fake-quant output is written from where the kernel left it).
+  const std::string head = encode_npy_header(dtype, shape);
+  AtomicFileWriter out(path);
+  out.write({reinterpret_cast<const uint8_t*>(head.data()), head.size()});
+  out.write(bytes);
+  out.commit();
 }
 
 }  // namespace fp4emu::io

@@ -17,6 +17,8 @@
 // with reinterpret_dtype(array, DType::bf16) if it holds bf16 bit patterns.
 #include <cstdint>
 #include <filesystem>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "fp4emu/io/array.hpp"
@@ -32,8 +34,15 @@ Array read_npy(const std::filesystem::path& path);
 // Atomic (write_file_atomic). std::invalid_argument if the array's bytes do
 // not match its shape and dtype; InputError if the file cannot be written.
 void write_npy(const std::filesystem::path& path, const Array& array);
+// The same for little-endian C-order elements that live elsewhere (a
+// kernel's output buffer), written without an intermediate copy.
+// std::invalid_argument if `bytes` does not hold exactly `shape` of `dtype`.
+void write_npy(const std::filesystem::path& path, DType dtype, std::span<const int64_t> shape,
+               std::span<const uint8_t> bytes);
 
 // The complete .npy file contents for `array` (what write_npy writes).
 std::vector<uint8_t> encode_npy(const Array& array);
+// Its header alone (magic, version, length, dict, padding to 64 bytes).
+std::string encode_npy_header(DType dtype, std::span<const int64_t> shape);
 
 }  // namespace fp4emu::io

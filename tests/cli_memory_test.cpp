@@ -1,0 +1,88 @@
+// The file commands hold the input and the output and nothing else of their
+// size (docs/architecture.md §7.4): a 64 MiB fp32 input must not make the
+// process grow by a third (or fourth) input-sized buffer.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fp4emu/io/atomic_file.hpp"
+#include "fp4emu/io/npy.hpp"
+#include "test_util.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using fp4emu::testing::TempDir;
+
+// Exit status and peak resident set (MiB) of the CLI run with `args`.
+std::pair<int, double> run_measured(std::vector<std::string> args) {
+  std::string cli = FP4EMU_CLI_PATH;
+  std::vector<char*> argv{cli.data()};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, cli.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return {-1, 0.0};
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, static_cast<double>(usage.ru_maxrss) / 1024.0};
+}
+
+constexpr int64_t kRows = 4096, kCols = 4096;  // 64 MiB of fp32
+constexpr double kTensorMiB = kRows * kCols * 4.0 / (1 << 20);
+// The program, its libraries, OpenMP stacks and per-thread tiles: measured
+// near 15 MiB; a third input-sized buffer would add 64.
+constexpr double kOverheadMiB = 40.0;
+
+// Written a row at a time. A child started with posix_spawn (vfork) inherits
+// this process's peak resident set, which the kernel keeps across exec: the
+// test itself must never hold the tensor.
+fs::path write_input(const TempDir& dir) {
+  const fs::path p = dir / "x.npy";
+  const int64_t shape[] = {kRows, kCols};
+  const std::string header = fp4emu::io::encode_npy_header(fp4emu::io::DType::f32, shape);
+  fp4emu::io::AtomicFileWriter out(p);
+  out.write({reinterpret_cast<const uint8_t*>(header.data()), header.size()});
+  std::vector<float> row(kCols);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c)
+      row[c] = static_cast<float>(static_cast<int>((r * kCols + c) % 1013) - 506) * 0.01f;
+    out.write({reinterpret_cast<const uint8_t*>(row.data()), row.size() * sizeof(float)});
+  }
+  out.commit();
+  return p;
+}
+
+TEST(CliMemory, FakeQuantHoldsOnlyInputAndOutput) {
+  TempDir dir;
+  const fs::path in = write_input(dir);
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"}) {
+    const auto [code, peak] = run_measured({"fake-quant", in.string(), (dir / "y.npy").string(), "--recipe", recipe});
+    ASSERT_EQ(code, 0) << recipe;
+    EXPECT_LT(peak, 2 * kTensorMiB + kOverheadMiB) << recipe << ": peak " << peak << " MiB";
+  }
+}
+
+TEST(CliMemory, QuantizeAndDequantizeHoldOnlyInputAndOutput) {
+  TempDir dir;
+  const fs::path in = write_input(dir);
+  const fs::path packed = dir / "p.safetensors";
+  // quantize: the input and the packed output (about an eighth of it).
+  const auto [qcode, qpeak] = run_measured({"quantize", in.string(), packed.string(), "--recipe", "nvfp4.te"});
+  ASSERT_EQ(qcode, 0);
+  EXPECT_LT(qpeak, 1.2 * kTensorMiB + kOverheadMiB) << "quantize peak " << qpeak << " MiB";
+  // dequantize: the packed input and the fp32 output.
+  const auto [dcode, dpeak] = run_measured({"dequantize", packed.string(), (dir / "d.npy").string()});
+  ASSERT_EQ(dcode, 0);
+  EXPECT_LT(dpeak, 1.2 * kTensorMiB + kOverheadMiB) << "dequantize peak " << dpeak << " MiB";
+}
+
+}  // namespace
