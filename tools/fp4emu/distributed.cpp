@@ -10,6 +10,9 @@
 #include <numeric>
 
 #ifdef FP4EMU_HAVE_MPI
+// The C API only: the deprecated C++ bindings' header warns under -Wextra.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 
@@ -17,6 +20,8 @@ namespace fp4emu::cli::dist {
 namespace {
 
 int g_rank = 0, g_size = 1;
+
+#ifdef FP4EMU_HAVE_MPI
 bool g_started = false;  // MPI_Init called (and MPI_Finalize still due)
 bool g_failed = false;   // a checkpoint has reported a failure: no more collectives
 
@@ -44,7 +49,6 @@ std::pair<int, std::string> describe(std::exception_ptr e) {
   }
 }
 
-#ifdef FP4EMU_HAVE_MPI
 void check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("MPI: {} failed ({})", what, rc));
 }
