@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "report.hpp"
 #include "report_pages.hpp"
 #include "fp4emu/analysis/compare.hpp"
@@ -223,9 +224,10 @@ std::string csv_row(const std::string& scope, const std::string& file, const std
 }
 
 
-// Fails before the work, not after it, when an output cannot be written there.
+// Fails before the work, not after it, when an output cannot be written there
+// (by rank 0, which writes the reports).
 void check_output(const std::string& path, const std::string& flag, const io::TensorSet& set) {
-  if (path.empty()) return;
+  if (path.empty() || !dist::is_root()) return;
   for (const std::filesystem::path& input : set.files()) check_not_an_input(path, flag, {input});
   io::check_output_path(path, flag);
 }
@@ -252,6 +254,47 @@ ordered_json input_json(const io::TensorSet& set, const std::vector<std::string>
           {"duplicates", "tensors bit-identical to an earlier one (same dtype, shape and bytes) are reported and "
                          "pooled once, under the first name; `aliases` lists them"},
           {"aliases", aliases}};
+}
+
+// Every selected tensor under every recipe, spread over the ranks of an MPI
+// job (all here when alone): on rank 0, in tensor order, whatever the ranks.
+std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::TensorSet& set,
+                                                       const std::vector<size_t>& selected,
+                                                       const std::vector<io::DType>& dtypes,
+                                                       const std::vector<const Recipe*>& recipes,
+                                                       const CompareOptions& options) {
+  using Results = std::vector<RecipeResult>;
+  std::vector<uint64_t> costs;
+  for (size_t i : selected) costs.push_back(set.tensors()[i].info.nbytes);
+  auto study = [&](const std::vector<size_t>& items) {
+    double total = 0, done = 0;
+    for (size_t s : items) total += static_cast<double>(costs[s] * recipes.size());
+    Progress progress("compare", a.progress, total);
+    std::vector<Results> out;
+    for (size_t s : items) {
+      const std::string& name = set.tensors()[selected[s]].info.name;
+      progress.update(done, name);
+      const Tensor x = load(set, selected[s], dtypes[s]);
+      Results& res = out.emplace_back();
+      for (const Recipe* r : recipes) {
+        res.push_back(compare_recipe(x, input_dtype(dtypes[s]), *r, options));
+        done += static_cast<double>(costs[s]);
+        progress.update(done, name);
+      }
+    }
+    return out;
+  };
+  auto encode = [](dist::Writer& w, const Results& res) {
+    for (const RecipeResult& r : res) w.put(r.skipped), w.put(r.stats), w.put(r.bits_per_element);
+  };
+  auto decode = [&recipes](dist::Reader& rd, Results& res) {
+    res.resize(recipes.size());
+    for (size_t k = 0; k < recipes.size(); ++k) {
+      res[k].recipe = recipes[k];
+      rd.get(res[k].skipped), rd.get(res[k].stats), rd.get(res[k].bits_per_element);
+    }
+  };
+  return dist::map_items<Results>(costs, study, encode, decode);
 }
 
 int run(const Args& a) {
@@ -286,14 +329,12 @@ int run(const Args& a) {
   for (const auto& [dup, kept] : dedup.aliases)
     aliases.push_back(set.tensors()[dup].info.name + " = " + set.tensors()[kept].info.name);
   std::vector<io::DType> dtypes;
-  double total_work = 0;
   int64_t total_elements = 0;
   for (size_t i : selected) {
     const io::TensorInfo& t = set.tensors()[i].info;
     dtypes.push_back(check_tensor(set, i, a, recipes, options));
     const int64_t n = static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes.back()));
     total_elements += n;
-    total_work += static_cast<double>(n) * static_cast<double>(recipes.size());
   }
 
   fmt::print("{}: {} of {} tensor{}{}, {} elements; blocks along axis {}; tail: {}\n", set.label(), selected.size(),
@@ -302,24 +343,18 @@ int run(const Args& a) {
              total_elements, a.axis, a.tail.empty() ? "each recipe's default" : a.tail);
   std::fflush(stdout);
 
-  Progress progress("compare", a.progress, total_work);
+  const std::vector<std::vector<RecipeResult>> results =
+      compare_tensors(a, set, selected, dtypes, recipes, options);
+  if (!dist::is_root()) return 0;  // rank 0 prints and writes the reports
   std::vector<TensorRows> rows;
   std::vector<PooledResult> pooled(recipes.size());
   for (size_t r = 0; r < recipes.size(); ++r) pooled[r].recipe = recipes[r];
-  double done = 0;
   for (size_t s = 0; s < selected.size(); ++s) {
     const io::TensorSet::Entry& entry = set.tensors()[selected[s]];
     const io::TensorInfo& t = entry.info;
-    progress.update(done, t.name);
-    const Tensor x = load(set, selected[s], dtypes[s]);
-    TensorRows tr{&entry, {}};
-    for (size_t r = 0; r < recipes.size(); ++r) {
-      tr.results.push_back(compare_recipe(x, input_dtype(dtypes[s]), *recipes[r], options));
-      pooled[r].add(tr.results.back(), x.numel());
-      done += static_cast<double>(x.numel());
-      progress.update(done, t.name);
-    }
-    progress.clear();
+    TensorRows tr{&entry, results[s]};
+    for (size_t r = 0; r < recipes.size(); ++r)
+      pooled[r].add(tr.results[r], static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes[s])));
     fmt::print("\n{}  {} {}\n", t.name, io::dtype_name(t.dtype), shape_text(t.shape));
     print_header_row("QSNR dB", 8);
     for (const RecipeResult& res : tr.results) {
@@ -342,7 +377,6 @@ int run(const Args& a) {
     }
     rows.push_back(std::move(tr));
   }
-  progress.clear();
 
   if (selected.size() > 1) {
     fmt::print("\npooled over {} tensors (ratio of sums; QSNR dB [mean of the per-tensor dB])\n", selected.size());

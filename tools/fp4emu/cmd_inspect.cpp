@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "fp4emu/analysis/metrics.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/atomic_file.hpp"
@@ -28,6 +30,7 @@ struct Args {
   bool bf16_bits = false;
   std::string json_out;
   std::string progress = "auto";
+  int threads = 0;
 };
 
 bool is_float(io::DType d) { return d == io::DType::f32 || d == io::DType::f16 || d == io::DType::bf16; }
@@ -53,10 +56,51 @@ ValueStats scan(const io::TensorSet& set, size_t index, io::DType dtype, Progres
     const size_t m = std::min(kChunk, n - i);
     io::widen_to_f32(dtype, bytes.subspan(i * esize, m * esize), std::span(buf.data(), m), t.name);
     s.add(std::span<const float>(buf.data(), m));
-    done += static_cast<double>(m * esize);
-    progress.update(done, t.name);
+#pragma omp critical(fp4emu_inspect_progress)
+    {
+      done += static_cast<double>(m * esize);
+      progress.update(done, t.name);
+    }
   }
   return s;
+}
+
+io::DType read_as(const Args& a, io::DType d) { return a.bf16_bits && d == io::DType::u16 ? io::DType::bf16 : d; }
+
+// The value statistics of every selected float tensor (none with
+// --header-only), spread over the ranks of an MPI job (all here when alone):
+// on rank 0, in selection order.
+std::vector<ValueStats> scan_all(const Args& a, const io::TensorSet& set, const std::vector<size_t>& selected) {
+  std::vector<uint64_t> costs;
+  for (size_t i : selected) {
+    const io::TensorInfo& t = set.tensors()[i].info;
+    costs.push_back(!a.header_only && is_float(read_as(a, t.dtype)) ? t.nbytes : 0);
+  }
+  auto study = [&](const std::vector<size_t>& items) {
+    double total = 0, done = 0;
+    for (size_t k : items) total += static_cast<double>(costs[k]);
+    Progress progress("inspect", a.header_only ? "never" : a.progress, total);
+    // Tensors in parallel, each into its own slot: the numbers do not depend
+    // on the thread count, and the first failing tensor in order is reported.
+    std::vector<ValueStats> out(items.size());
+    std::vector<std::exception_ptr> errors(items.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count(a.threads))
+    for (size_t n = 0; n < items.size(); ++n) {
+      if (costs[items[n]] == 0) continue;
+      try {
+        const size_t i = selected[items[n]];
+        out[n] = scan(set, i, read_as(a, set.tensors()[i].info.dtype), progress, done);
+      } catch (...) {
+        errors[n] = std::current_exception();
+      }
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    return out;
+  };
+  auto encode = [](dist::Writer& w, const ValueStats& s) { w.put(s); };
+  auto decode = [](dist::Reader& r, ValueStats& s) { r.get(s); };
+  return dist::map_items<ValueStats>(costs, study, encode, decode);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -64,7 +108,7 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 int run(const Args& a) {
   check_progress_mode(a.progress);
   const io::TensorSet set(a.inputs);
-  if (!a.json_out.empty()) {
+  if (!a.json_out.empty() && dist::is_root()) {  // rank 0 writes it
     for (const std::filesystem::path& input : set.files()) check_not_an_input(a.json_out, "--json", {input});
     io::check_output_path(a.json_out, "--json");
   }
@@ -95,22 +139,23 @@ int run(const Args& a) {
     fmt::print(" {:>11} {:>11} {:>11} {:>11} {:>8} {:>6} {:>6}", "min", "max", "amax", "rms", "zeros", "NaN", "Inf");
   fmt::print("\n");
 
-  Progress progress("inspect", a.header_only ? "never" : a.progress, total_bytes);
-  double done = 0;
+  const std::vector<ValueStats> stats = scan_all(a, set, selected);
+  if (!dist::is_root()) return 0;  // rank 0 prints and writes the report
   ValueStats all;
   uint64_t all_bytes = 0;
   ordered_json tj = ordered_json::array();
-  for (size_t i : selected) {
+  for (size_t k = 0; k < selected.size(); ++k) {
+    const size_t i = selected[k];
     const io::TensorInfo& t = set.tensors()[i].info;
     ordered_json e = {{"name", t.name},     {"file", set.file_of(i).string()}, {"dtype", io::dtype_name(t.dtype)},
                       {"shape", t.shape},   {"bytes", t.nbytes}};
     std::string line = fmt::format("{:<{}} {:>5} {:>16} {:>10}", t.name, name_width, io::dtype_name(t.dtype),
                                    shape_text(t.shape), size_text(t.nbytes));
     all_bytes += t.nbytes;
-    const io::DType dtype = a.bf16_bits && t.dtype == io::DType::u16 ? io::DType::bf16 : t.dtype;
+    const io::DType dtype = read_as(a, t.dtype);
     if (!a.header_only) {
       if (is_float(dtype)) {
-        const ValueStats s = scan(set, i, dtype, progress, done);
+        const ValueStats& s = stats[k];
         all.merge(s);
         line += fmt::format(" {:>11.4g} {:>11.4g} {:>11.4g} {:>11.4g} {:>8} {:>6} {:>6}", s.min, s.max, s.amax,
                             s.rms(), s.zeros, s.nan, s.inf);
@@ -123,15 +168,12 @@ int run(const Args& a) {
                   {"inf", s.inf},
                   {"finite", s.finite}});
       } else {
-        done += static_cast<double>(t.nbytes);
         line += "  (not a float tensor: no value statistics)";
       }
     }
-    progress.clear();
     fmt::print("{}\n", line);
     tj.push_back(e);
   }
-  progress.clear();
   if (!a.header_only && selected.size() > 1) {
     fmt::print("{:<{}} {:>5} {:>16} {:>10} {:>11.4g} {:>11.4g} {:>11.4g} {:>11.4g} {:>8} {:>6} {:>6}\n",
                fmt::format("all {} tensors", selected.size()), name_width, "", "", size_text(all_bytes), all.min,
@@ -168,6 +210,7 @@ void add_inspect(CLI::App& app, Action& action) {
   cmd->add_option("--json", args->json_out, "Also write the listing as JSON to this file");
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
+  add_threads_option(cmd, args->threads, "Threads over tensors; results do not depend on it");
   cmd->footer("Example: fp4emu inspect data/sample_dump.safetensors --tensor 'model.layers.0.*'");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }

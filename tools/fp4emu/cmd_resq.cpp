@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "pictures.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -146,23 +147,33 @@ Tensor weights_for(const Args& a, const std::optional<Dump>& weights, const Dump
   return std::move(*w);
 }
 
+// One tensor under every recipe: its shape, and per recipe its rows and
+// residual count.
+struct TensorResq {
+  Shape shape;
+  std::vector<ResqTensorResult> per_recipe;
+};
+
 // Tensors one after another (read, studied under every recipe, released);
 // the threads work inside each tensor (quantizers and GEMMs), so memory stays
 // that of one tensor and its weights.
-Results study_all(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights,
-                  const std::vector<SparsityPattern>& patterns, const TransformSpec& transform, const ResqOptions& opt) {
+std::vector<TensorResq> study_tensors(const Args& a, const Study& study, const Dump& dump,
+                                      const std::optional<Dump>& weights, const std::vector<SparsityPattern>& patterns,
+                                      const TransformSpec& transform, const ResqOptions& opt,
+                                      const std::vector<size_t>& items) {
   std::optional<Dump> calib;
   if (!transform.calib.empty()) calib.emplace(std::vector<std::string>{transform.calib}, std::vector<std::string>{}, false);
-  Results res;
-  res.per.resize(study.recipes.size());
+  std::vector<TensorResq> out;
   double total = 0, done = 0;
-  for (size_t i = 0; i < dump.size(); ++i) total += double(dump.bytes(i));
+  for (size_t ti : items) total += double(dump.bytes(ti));
   Progress progress("resq", a.study.progress, total);
-  for (size_t ti = 0; ti < dump.size(); ++ti) {
+  for (size_t k = 0; k < items.size(); ++k) {
+    const size_t ti = items[k];
     const DumpTensor t = dump.load(ti);
     const MatrixShape ms = as_matrix(t.x);
     const Tensor w = weights_for(a, weights, t, ms.cols);
-    res.shapes.push_back({ms.rows, ms.cols, w.shape[0]});
+    TensorResq& tr = out.emplace_back();
+    tr.shape = {ms.rows, ms.cols, w.shape[0]};
     std::optional<Tensor> calib_x;
     if (calib) {
       const auto ci = calib->find(t.name);
@@ -174,13 +185,60 @@ Results study_all(const Args& a, const Study& study, const Dump& dump, const std
     for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
       QuantOptions o = study_quant_options(study, *study.recipes[ri], t.dtype);
       o.threads = study.threads;
-      ResqTensorResult r = study_resq(t.name, t.x, w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
-      res.per[ri].inexact += r.residual_inexact;
-      for (ResqRow& row : r.rows) res.per[ri].rows.push_back(std::move(row));
+      tr.per_recipe.push_back(study_resq(t.name, t.x, w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt));
     }
     done += double(dump.bytes(ti));
-    progress.line(done, fmt::format("tensor {}/{} {} ({} x {}, n = {})", ti + 1, dump.size(), t.name, ms.rows,
+    progress.line(done, fmt::format("tensor {}/{} {} ({} x {}, n = {})", k + 1, items.size(), t.name, ms.rows,
                                     ms.cols, w.shape[0]));
+  }
+  return out;
+}
+
+// Between MPI ranks (distributed.hpp): a row's pattern is patterns[k] by position.
+void encode(dist::Writer& w, const TensorResq& t) {
+  w.put(t.shape);
+  for (const ResqTensorResult& r : t.per_recipe) {
+    w.put(r.residual_inexact);
+    for (const ResqRow& row : r.rows)
+      w.put(row.tensor), w.put(row.sums), w.put(row.tensors), w.put(row.mean_act_qsnr_db), w.put(row.mean_out_qsnr_db);
+  }
+}
+
+void decode(dist::Reader& r, TensorResq& t, size_t recipes, const std::vector<SparsityPattern>& patterns) {
+  r.get(t.shape);
+  t.per_recipe.resize(recipes);
+  for (ResqTensorResult& res : t.per_recipe) {
+    r.get(res.residual_inexact);
+    res.rows.resize(patterns.size());
+    for (size_t k = 0; k < patterns.size(); ++k) {
+      ResqRow& row = res.rows[k];
+      row.pattern = patterns[k];
+      r.get(row.tensor), r.get(row.sums), r.get(row.tensors), r.get(row.mean_act_qsnr_db), r.get(row.mean_out_qsnr_db);
+    }
+  }
+}
+
+// Every tensor, spread over the ranks of an MPI job (all here when alone);
+// on rank 0 in tensor order, per recipe, whatever the ranks.
+Results study_all(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights,
+                  const std::vector<SparsityPattern>& patterns, const TransformSpec& transform, const ResqOptions& opt) {
+  std::vector<uint64_t> costs(dump.size());
+  for (size_t i = 0; i < dump.size(); ++i) costs[i] = dump.bytes(i);
+  const std::vector<TensorResq> tensors = dist::map_items<TensorResq>(
+      costs,
+      [&](const std::vector<size_t>& items) {
+        return study_tensors(a, study, dump, weights, patterns, transform, opt, items);
+      },
+      [](dist::Writer& w, const TensorResq& t) { encode(w, t); },
+      [&](dist::Reader& r, TensorResq& t) { decode(r, t, study.recipes.size(), patterns); });
+  Results res;
+  res.per.resize(study.recipes.size());
+  for (const TensorResq& t : tensors) {
+    res.shapes.push_back(t.shape);
+    for (size_t ri = 0; ri < t.per_recipe.size(); ++ri) {
+      res.per[ri].inexact += t.per_recipe[ri].residual_inexact;
+      for (const ResqRow& row : t.per_recipe[ri].rows) res.per[ri].rows.push_back(row);
+    }
   }
   return res;
 }
@@ -289,6 +347,7 @@ int run(const Args& a) {
   html::check_report_path(a.report, dump.set().files());
   if (weights) html::check_report_path(a.report, weights->set().files());
   Results res = study_all(a, study, dump, weights, patterns, transform, opt);
+  if (!dist::is_root()) return 0;  // rank 0 prints and writes the reports
   pool(res.per, patterns);
 
   std::string csv_out = std::string(kColumns) + "\n";

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "pictures.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -459,26 +460,74 @@ std::vector<Result> study_tensor(const Args& a, const Study& study, const std::v
   return out;
 }
 
-// All tensors, in parallel over tensors; results in tensor-major, run-minor
-// order whatever the thread count (each tensor's results have their own slot).
-std::vector<Result> study_all(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
-                              const Sources& src, std::vector<std::string>& weight_sources) {
-  std::vector<std::vector<Result>> per(dump.size());
-  weight_sources.assign(dump.size(), "");
+// One tensor's results and the weights its SmoothQuant runs used.
+struct TensorResults {
+  std::vector<Result> results;
+  std::string weight_source;
+};
+
+// Between MPI ranks, field by field (distributed.hpp).
+void encode(dist::Writer& w, const UnderflowStats& s) {
+  w.put(s.rows), w.put(s.cols), w.put(s.block), w.put(s.n), w.put(s.n_nonfinite), w.put(s.n_nonzero);
+  w.put(s.n_underflow), w.put(s.n_zero_after), w.put(s.underflow_ratio), w.put(s.zero_ratio_after);
+  w.put(s.n_blocks), w.put(s.n_blocks_nonzero), w.put(s.blocks_with_underflow_ratio), w.put(s.mean_block_ur);
+  w.put(s.p99_block_ur), w.put(s.max_block_ur), w.put(s.outlier_block_ratio_abs), w.put(s.outlier_block_ratio_rel);
+  w.put(s.outlier_block_ratio_uf), w.put(s.n_saturated), w.put(s.saturation_ratio), w.put(s.crest_mean);
+  w.put(s.crest_median), w.put(s.crest_q3), w.put(s.crest_max), w.put(s.max_abs), w.put(s.rms), w.put(s.qsnr_db);
+  w.put(s.rel_l2), w.put(s.cosine), w.put(s.token_ur), w.put(s.channel_ur), w.put(s.top_tokens);
+  w.put(s.top_channels), w.put(s.block_nonzero), w.put(s.block_flushed), w.put(s.log2_hist_all);
+  w.put(s.log2_hist_underflow);
+}
+
+void decode(dist::Reader& r, UnderflowStats& s) {
+  r.get(s.rows), r.get(s.cols), r.get(s.block), r.get(s.n), r.get(s.n_nonfinite), r.get(s.n_nonzero);
+  r.get(s.n_underflow), r.get(s.n_zero_after), r.get(s.underflow_ratio), r.get(s.zero_ratio_after);
+  r.get(s.n_blocks), r.get(s.n_blocks_nonzero), r.get(s.blocks_with_underflow_ratio), r.get(s.mean_block_ur);
+  r.get(s.p99_block_ur), r.get(s.max_block_ur), r.get(s.outlier_block_ratio_abs), r.get(s.outlier_block_ratio_rel);
+  r.get(s.outlier_block_ratio_uf), r.get(s.n_saturated), r.get(s.saturation_ratio), r.get(s.crest_mean);
+  r.get(s.crest_median), r.get(s.crest_q3), r.get(s.crest_max), r.get(s.max_abs), r.get(s.rms), r.get(s.qsnr_db);
+  r.get(s.rel_l2), r.get(s.cosine), r.get(s.token_ur), r.get(s.channel_ur), r.get(s.top_tokens);
+  r.get(s.top_channels), r.get(s.block_nonzero), r.get(s.block_flushed), r.get(s.log2_hist_all);
+  r.get(s.log2_hist_underflow);
+}
+
+void encode(dist::Writer& w, const TensorResults& t) {
+  w.put(t.weight_source), w.put<uint64_t>(t.results.size());
+  for (const Result& res : t.results) {
+    w.put(res.run), w.put(res.tensor), w.put(res.role.layer), w.put(res.role.kind), w.put(res.role.proj);
+    encode(w, res.s);
+  }
+}
+
+void decode(dist::Reader& r, TensorResults& t) {
+  r.get(t.weight_source);
+  t.results.resize(r.get<uint64_t>());
+  for (Result& res : t.results) {
+    r.get(res.run), r.get(res.tensor), r.get(res.role.layer), r.get(res.role.kind), r.get(res.role.proj);
+    decode(r, res.s);
+  }
+}
+
+// The given tensors, in parallel over tensors; each tensor's results have
+// their own slot, so nothing depends on the thread count.
+std::vector<TensorResults> study_tensors(const Args& a, const Study& study, const std::vector<Run>& runs,
+                                         const Dump& dump, const Sources& src, const std::vector<size_t>& items) {
+  std::vector<TensorResults> per(items.size());
   double total = 0;
-  for (size_t i = 0; i < dump.size(); ++i) total += double(dump.bytes(i));
+  for (size_t ti : items) total += double(dump.bytes(ti));
   Progress progress("underflow", a.study.progress, total);
   double done = 0;
   size_t finished = 0;
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(study.threads)
-  for (size_t ti = 0; ti < dump.size(); ++ti) {
+  for (size_t k = 0; k < items.size(); ++k) {
+    const size_t ti = items[k];
     try {
-      per[ti] = study_tensor(a, study, runs, dump, src, ti, weight_sources[ti]);
+      per[k].results = study_tensor(a, study, runs, dump, src, ti, per[k].weight_source);
 #pragma omp critical(fp4emu_underflow_progress)
       {
         done += double(dump.bytes(ti));
-        progress.line(done, fmt::format("tensor {}/{} {} ({} runs)", ++finished, dump.size(), dump.name(ti),
+        progress.line(done, fmt::format("tensor {}/{} {} ({} runs)", ++finished, items.size(), dump.name(ti),
                                         runs.size()));
       }
     } catch (...) {
@@ -487,9 +536,24 @@ std::vector<Result> study_all(const Args& a, const Study& study, const std::vect
     }
   }
   if (error) std::rethrow_exception(error);
+  return per;
+}
+
+// All tensors, spread over the ranks of an MPI job (all here when alone); on
+// rank 0 in tensor-major, run-minor order whatever the ranks and threads.
+std::vector<Result> study_all(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
+                              const Sources& src, std::vector<std::string>& weight_sources) {
+  std::vector<uint64_t> costs(dump.size());
+  for (size_t i = 0; i < dump.size(); ++i) costs[i] = dump.bytes(i);
+  std::vector<TensorResults> per = dist::map_items<TensorResults>(
+      costs, [&](const std::vector<size_t>& items) { return study_tensors(a, study, runs, dump, src, items); },
+      [](dist::Writer& w, const TensorResults& t) { encode(w, t); },
+      [](dist::Reader& r, TensorResults& t) { decode(r, t); });
   std::vector<Result> results;
-  for (std::vector<Result>& r : per)
-    for (Result& x : r) results.push_back(std::move(x));
+  for (TensorResults& t : per) {
+    weight_sources.push_back(std::move(t.weight_source));
+    for (Result& x : t.results) results.push_back(std::move(x));
+  }
   return results;
 }
 
@@ -513,6 +577,7 @@ int run(const Args& a) {
   }
   std::vector<std::string> weight_sources;
   const std::vector<Result> results = study_all(a, study, runs, dump, sources, weight_sources);
+  if (!dist::is_root()) return 0;  // rank 0 prints and writes the reports
 
   Outputs out;
   out.images = study.images, out.color = color;
