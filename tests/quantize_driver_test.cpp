@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "fp4emu/codec/minifloat.hpp"
@@ -292,6 +293,37 @@ TEST(Driver, Nvfp4GlobalAmaxIsRecordedAndOverridable) {
   const PackedTensor other = quantize(x, o);
   EXPECT_EQ(other.global_amax, 4.0f * amax);
   EXPECT_NE(other.scales, from_input.scales);
+}
+
+// A given per-tensor amax below 2688/FLT_MAX (~7.9e-36) would make S_enc =
+// 2688/G overflow fp32 (docs/spec/nvfp4.md §2.2): the library refuses it for
+// every entry point and implementation, so no front end can pass it through.
+TEST(Driver, Nvfp4GlobalAmaxBelowTheEncodeScaleRangeIsRefused) {
+  const Tensor x = random_tensor({4, 32}, 23, false);
+  std::vector<float> y(x.data.size());
+  std::vector<uint8_t> codes(64), scales(8);
+  for (Impl impl : {Impl::reference, Impl::fast}) {
+    QuantOptions o;
+    o.recipe = "nvfp4.te";
+    o.impl = impl;
+    // 2688/7.8e-36 = 3.45e38 > FLT_MAX; 2688/8e-36 = 3.36e38 is finite.
+    for (float g : {std::numeric_limits<float>::denorm_min(), 1e-38f, 7.8e-36f}) {
+      o.global_amax = g;
+      for (const std::string& msg :
+           {error_of([&] { fake_quant(x, o); }), error_of([&] { quantize(x, o); }),
+            error_of([&] { packed_header(x.shape, o); }),
+            error_of([&] { quantize(f32_view(x.data, x.shape), o, codes, scales); }),
+            error_of([&] { fake_quant(f32_view(x.data, x.shape), o, output_view(y, x.shape)); })}) {
+        EXPECT_NE(msg.find("2688/G overflows fp32"), std::string::npos) << g << ": " << msg;
+        EXPECT_NE(msg.find("at least 7.899"), std::string::npos) << msg;  // 2688/FLT_MAX
+      }
+    }
+    for (float g : {0.0f, 8e-36f, 1e-30f}) {
+      o.global_amax = g;
+      EXPECT_NO_THROW(fake_quant(x, o)) << g;
+      EXPECT_EQ(quantize(x, o).global_amax, g);
+    }
+  }
 }
 
 TEST(Driver, Nvfp4TwoDimensionalTilesShareTheirScale) {

@@ -27,6 +27,7 @@
 #include "fp4emu/quant/sr_options.hpp"
 #include "fp4emu/quant/stochastic.hpp"
 #include "fp4emu/quant/tensor.hpp"
+#include "fp4emu/quant/tensor_ref.hpp"
 #include "fp4emu/quant/view.hpp"
 
 #include "fp4emu/gemm/gemm.hpp"

@@ -91,7 +91,7 @@ def _as_input(x: Any, input_dtype: Optional[str]):
 
 
 def _contiguous(a):
-    """For the calls that take the library's owning tensors (compare, identify, the studies)."""
+    """The analysis calls (compare, identify, the studies) read a C-contiguous array in place; others are copied."""
     return a if a.flags.c_contiguous else _np.ascontiguousarray(a)
 
 

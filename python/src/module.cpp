@@ -94,27 +94,30 @@ TensorView to_view(const py::array& x, InputDType dtype) {
   return v;
 }
 
-// The library's owning Tensor (fp32 values) from a C-contiguous numpy array,
-// for the calls that take one (compare, identify, the studies, dense GEMM
-// operands).
-Tensor to_tensor(const py::array& x, InputDType dtype) {
+// The fp32 values of a C-contiguous numpy array as the analysis calls read
+// them (compare, identify, the studies; fp4emu/quant/tensor_ref.hpp):
+// float32 in place, not copied; bf16/fp16 bits widened once into `storage`
+// (every analysis reads each value several times).
+TensorRef input_ref(const py::array& x, InputDType dtype, std::vector<float>& storage) {
   check_element_type(x, dtype);
   if (!(x.flags() & py::array::c_style))
     throw InputError("the input array is not C-contiguous; pass np.ascontiguousarray(x)");
-  Tensor t;
-  t.shape.assign(x.shape(), x.shape() + x.ndim());
-  t.data.resize(static_cast<size_t>(x.size()));
-  const auto* bytes = static_cast<const uint8_t*>(x.data());
-  const size_t n = static_cast<size_t>(x.nbytes());
-  if (dtype == InputDType::f32) {
-    if (n) std::memcpy(t.data.data(), bytes, n);
-  } else {
-    io::widen_to_f32(dtype == InputDType::bf16 ? io::DType::bf16 : io::DType::f16, {bytes, n}, t.data);
-  }
-  return t;
+  std::vector<int64_t> shape(x.shape(), x.shape() + x.ndim());
+  const size_t n = static_cast<size_t>(x.size());
+  if (dtype == InputDType::f32) return TensorRef(std::move(shape), {static_cast<const float*>(x.data()), n});
+  storage.resize(n);
+  io::widen_to_f32(dtype == InputDType::bf16 ? io::DType::bf16 : io::DType::f16,
+                   {static_cast<const uint8_t*>(x.data()), static_cast<size_t>(x.nbytes())}, storage);
+  return TensorRef(std::move(shape), storage);
 }
 
-Tensor to_dense_f32(const py::array& x) { return to_tensor(x, InputDType::f32); }
+// An owning fp32 Tensor (a copy), for the calls that keep one: dense GEMM
+// operands, weights, a kernel's dequantized values.
+Tensor to_dense_f32(const py::array& x) {
+  std::vector<float> unused;
+  const TensorRef r = input_ref(x, InputDType::f32, unused);
+  return Tensor{r.shape, {r.data.begin(), r.data.end()}};
+}
 
 // A numpy array that owns `v` (moved, not copied).
 template <class T>
@@ -306,7 +309,8 @@ py::dict compare(const py::array& x, const std::string& dtype, const std::vector
     recipes.push_back(r);
   }
   const InputDType d = parse_input_dtype(dtype);
-  const Tensor t = to_tensor(x, d);
+  std::vector<float> widened;
+  const TensorRef t = input_ref(x, d, widened);
   check_compare(t.shape, recipes, o);
   std::vector<RecipeResult> results;
   {
@@ -367,7 +371,8 @@ py::dict identify_call(const py::array& x, const std::string& dtype, const std::
   o.global_amax = global_amax;
   o.input_dtype = parse_input_dtype(dtype);
   o.threads = check_threads(threads);
-  const Tensor t = to_tensor(x, o.input_dtype);
+  std::vector<float> widened;
+  const TensorRef t = input_ref(x, o.input_dtype, widened);
   analysis::KernelOutput k;
   auto bytes = [](const py::array& a) {
     const auto* p = static_cast<const uint8_t*>(a.data());
@@ -481,7 +486,8 @@ py::dict underflow_call(const py::array& x, const std::string& dtype, const std:
   o.threads = check_threads(threads);
   const analysis::TransformSpec spec = analysis::parse_transform(transform);
   if (!spec.calib.empty()) throw InputError("transform calib= (a calibration dump) is for the command line only");
-  const Tensor t = to_tensor(x, o.input_dtype);
+  std::vector<float> widened;
+  const TensorRef t = input_ref(x, o.input_dtype, widened);
   std::optional<Tensor> w;
   if (weights) w = to_dense_f32(*weights);
   analysis::UnderflowStats s;
@@ -533,7 +539,9 @@ py::list resq_call(const py::array& x, const std::string& dtype, const py::array
   o.threads = check_threads(threads);
   std::vector<analysis::SparsityPattern> ps;
   for (const std::string& p : patterns) ps.push_back(analysis::parse_pattern(p, 0.5, seed));
-  const Tensor t = to_tensor(x, o.input_dtype), wt = to_dense_f32(w);
+  std::vector<float> widened;
+  const TensorRef t = input_ref(x, o.input_dtype, widened);
+  const Tensor wt = to_dense_f32(w);
   analysis::ResqTensorResult r;
   {
     py::gil_scoped_release unlocked;

@@ -157,6 +157,33 @@ def test_library_messages_are_the_cli_messages(cli, tmp_path):
     assert str(e.value) in r.stderr
 
 
+@pytest.mark.parametrize("g", [1e-45, 1e-38, 7.8e-36])
+def test_global_amax_below_the_encode_scale_range_is_refused(g):
+    """A given NVFP4 amax G must keep S_enc = 2688/G finite in fp32 (docs/spec/nvfp4.md §2.2): the
+    library refuses it, so every call that takes global_amax does."""
+    x = rand((4, 64))
+    calls = [lambda: fp4emu.fake_quant(x, "nvfp4.te", global_amax=g),
+             lambda: fp4emu.quantize(x, "nvfp4.te", global_amax=g),
+             lambda: fp4emu.fake_quant(x, "nvfp4.te", global_amax=g, impl="reference"),
+             lambda: fp4emu.identify(x, "nvfp4", output=x, global_amax=g)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"2688/G overflows fp32 \(G must be 0 or at least 7\.899"):
+            call()
+    for ok in (0.0, 8e-36):  # 2688/8e-36 = 3.36e38 is finite
+        assert fp4emu.quantize(x, "nvfp4.te", global_amax=ok).global_scale[0] == np.float32(ok)
+
+
+def test_global_amax_refusal_is_the_cli_message(cli, tmp_path):
+    x = rand((4, 64))
+    np.save(tmp_path / "x.npy", x)
+    r = cli("fake-quant", tmp_path / "x.npy", tmp_path / "y.npy", "--recipe", "nvfp4.te", "--global-amax", "1e-38",
+            check=False)
+    assert r.returncode == 2 and not (tmp_path / "y.npy").exists()
+    with pytest.raises(ValueError) as e:
+        fp4emu.fake_quant(x, "nvfp4.te", global_amax=1e-38)
+    assert "2688/G overflows fp32" in str(e.value) and str(e.value) in r.stderr
+
+
 def test_compare_is_the_cli_compare(cli, tmp_path):
     x = rand((64, 128)) * np.linspace(0.01, 10, 128, dtype=np.float32)
     np.save(tmp_path / "x.npy", x)

@@ -35,6 +35,45 @@ def test_torch_path_is_the_numpy_path(dtype, recipe):
     assert ft.fake_quant(t, recipe, dtype=dtype).dtype == dtype
 
 
+class _CudaStandIn(torch.Tensor):
+    """A CPU tensor that says it is on a CUDA device: the copy-with-a-warning path, tested without a GPU."""
+    __module__ = "torch.cuda"  # fp4emu recognises tensors by their type's module
+    copies = 0
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+    def cpu(self):
+        type(self).copies += 1
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def test_cuda_tensor_is_copied_with_a_warning(monkeypatch):
+    moved = []
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):  # the result's way back to the input's device
+        if args and isinstance(args[0], torch.device) and args[0].type == "cuda":
+            moved.append(args[0])
+            return self.as_subclass(_CudaStandIn)
+        return real_to(self, *args, **kwargs)
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    host = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)) * 5
+    t = host.clone().as_subclass(_CudaStandIn)
+    _CudaStandIn.copies = 0
+    with pytest.warns(UserWarning, match="copying a cuda tensor to the CPU"):
+        y = ft.fake_quant(t, "nvfp4.te")
+    assert _CudaStandIn.copies == 1 and moved == [torch.device("cuda", 0)]
+    assert isinstance(y, _CudaStandIn) and y.device.type == "cuda"
+    assert bits(y.as_subclass(torch.Tensor)) == bits(ft.fake_quant(host, "nvfp4.te"))
+    with pytest.warns(UserWarning, match="copying a cuda tensor to the CPU"):
+        a = fp4emu.fake_quant(t, "mxfp4.ocp")   # the numpy API: the values come back as numpy
+    assert isinstance(a, np.ndarray) and a.tobytes() == fp4emu.fake_quant(host, "mxfp4.ocp").tobytes()
+    assert _CudaStandIn.copies == 2
+    assert torch.equal(t.as_subclass(torch.Tensor), host)  # the input is left as it was
+
+
 def test_fake_quantize_is_straight_through():
     x = torch.randn(4, 64, requires_grad=True)
     y = ft.FakeQuantize.apply(x, "nvfp4.te")

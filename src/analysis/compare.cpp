@@ -50,7 +50,7 @@ void check_compare(const std::vector<int64_t>& shape, std::span<const Recipe* co
   }
 }
 
-int64_t count_saturated(const Tensor& x, std::span<const float> quantized, const PackedTensor& p) {
+int64_t count_saturated(const TensorRef& x, std::span<const float> quantized, const PackedTensor& p) {
   if (quantized.size() != x.data.size() || p.shape != x.shape || p.nibble_order != NibbleOrder::low_first) {
     throw std::invalid_argument("count_saturated: packed tensor does not describe x (shape, low_first codes)");
   }
@@ -93,7 +93,7 @@ double bits_per_element(const Recipe& recipe, const std::vector<int64_t>& shape,
   return bits / numel;
 }
 
-RecipeResult compare_recipe(const Tensor& x, InputDType dtype, const Recipe& recipe,
+RecipeResult compare_recipe(const TensorRef& x, InputDType dtype, const Recipe& recipe,
                             const CompareOptions& options) {
   RecipeResult r;
   r.recipe = &recipe;

@@ -60,7 +60,7 @@ std::string agreement_text(const diagnose::Agreement& a) {
 
 // The tensor geometry for a recipe that has no packed form (fake-quant only):
 // the diagnosis needs the shape, axis and blocks, not codes.
-PackedTensor geometry_only(const Tensor& x, const ResolvedOptions& o) {
+PackedTensor geometry_only(const TensorRef& x, const ResolvedOptions& o) {
   PackedTensor p;
   p.format = o.recipe->format;
   p.recipe_id = std::string(o.recipe->id);
@@ -84,7 +84,7 @@ std::string Candidate::label() const {
   return s;
 }
 
-IdentifyResult identify(const Tensor& x, const KernelOutput& kernel, const IdentifyOptions& options) {
+IdentifyResult identify(const TensorRef& x, const KernelOutput& kernel, const IdentifyOptions& options) {
   IdentifyResult result;
   result.format = options.format;
   result.given_codes = !kernel.codes.empty();
@@ -101,6 +101,7 @@ IdentifyResult identify(const Tensor& x, const KernelOutput& kernel, const Ident
     QuantOptions q;
     q.recipe = std::string(format_name(options.format));
     q.axis = options.axis;
+    q.global_amax = options.global_amax;  // refused here as by quantize, not skipped per recipe below
     const ResolvedOptions o = resolve_options(q, x.shape);
     const PackedTensor g = geometry_only(x, o);
     result.blocks = g.num_blocks();
@@ -146,7 +147,7 @@ IdentifyResult identify(const Tensor& x, const KernelOutput& kernel, const Ident
           reference = geometry_only(x, resolve_options(q, x.shape));
           values = fake_quant(x, q);
         } else {
-          quantize(x, q, reference);
+          reference = quantize(x, q);
           if (result.given_values) values = dequantize(reference, DequantOptions{.threads = options.threads});
         }
       } catch (const InputError& e) {

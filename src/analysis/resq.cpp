@@ -30,7 +30,7 @@ std::vector<double> gemm_abt(const std::vector<double>& a, const std::vector<dou
   return gemm_abt_f64(a, b, m, d, n, threads);
 }
 
-std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
 
 // ||v - mask v||^2: what pruning deletes from v.
 double deleted_energy(const std::vector<float>& v, const std::vector<uint8_t>& mask) {
@@ -127,7 +127,7 @@ Tensor synthetic_weights(int64_t n, int64_t d, uint64_t seed) {
   return w;
 }
 
-ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const Tensor& w_in,
+ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, const Tensor& w_in,
                             const QuantOptions& options, const TransformSpec& transform, const Tensor* calib,
                             const std::vector<SparsityPattern>& patterns, const ResqOptions& opt) {
   if (transform.kind == TransformSpec::Kind::occ)
@@ -149,14 +149,16 @@ ResqTensorResult study_resq(const std::string& name, const Tensor& x_in, const T
   QuantOptions o = options;
   o.axis = -1;
   const int threads = options.threads;
-  const Tensor x2{{m, d}, x_in.data};
+  const TensorRef x2{{m, d}, x_in.data};  // the same values, as a matrix
   const int block = block_size(resolve_options(o, x2.shape).recipe->format);
   const PreparedTransform t(transform, block, x2, &w_in, calib);
-  const Tensor x = t.operand(x2);
+  const bool none = transform.kind == TransformSpec::Kind::none;
+  const Tensor transformed = none ? Tensor{} : t.operand(x2);
+  const TensorRef x = none ? x2 : TensorRef(transformed);  // x_in itself is not copied
   const Tensor w = t.weights(w_in);
   QuantOptions ow = o;
   ow.input_dtype = InputDType::f32;
-  if (transform.kind != TransformSpec::Kind::none) o.input_dtype = InputDType::f32;
+  if (!none) o.input_dtype = InputDType::f32;
 
   for (float v : x.data)
     if (!std::isfinite(v))

@@ -105,7 +105,7 @@ void rht_inverse(std::span<double> x, int64_t cols, std::span<const double> sign
 }
 
 // ---------------------------------------------------------- SmoothQuant ----
-std::vector<double> smoothquant_scales(const Tensor& x, const Tensor& w, double alpha) {
+std::vector<double> smoothquant_scales(const TensorRef& x, const Tensor& w, double alpha) {
   const int64_t d = x.shape.back();
   std::vector<double> xmax(d, 0.0), wmax(d, 0.0);
   for (size_t i = 0; i < x.data.size(); ++i)
@@ -222,7 +222,7 @@ TransformSpec parse_transform(std::string_view text) {
   return s;
 }
 
-PreparedTransform::PreparedTransform(const TransformSpec& spec, int format_block, const Tensor& x, const Tensor* w,
+PreparedTransform::PreparedTransform(const TransformSpec& spec, int format_block, const TensorRef& x, const Tensor* w,
                                      const Tensor* calib_x)
     : spec_(spec) {
   if (x.shape.empty()) throw InputError("transform: the activation has rank 0");
@@ -241,7 +241,7 @@ PreparedTransform::PreparedTransform(const TransformSpec& spec, int format_block
     }
     case K::smoothquant: {
       if (!w) throw std::invalid_argument("smoothquant needs weights");
-      const Tensor& cx = calib_x ? *calib_x : x;
+      const TensorRef cx = calib_x ? TensorRef(*calib_x) : x;
       if (w->shape.back() != cols_ || cx.shape.back() != cols_)
         throw InputError(fmt::format("SmoothQuant: activations have {} input features, but the {} has {}", cols_,
                                      w->shape.back() != cols_ ? "weight" : "calibration tensor",
@@ -278,8 +278,8 @@ PreparedTransform::PreparedTransform(const TransformSpec& spec, int format_block
   }
 }
 
-Tensor PreparedTransform::operand(const Tensor& x) const {
-  Tensor out = x;
+Tensor PreparedTransform::operand(const TensorRef& x) const {
+  Tensor out{x.shape, {x.data.begin(), x.data.end()}};
   using K = TransformSpec::Kind;
   switch (spec_.kind) {
     case K::none: break;

@@ -145,7 +145,8 @@ UnderflowStats underflow_stats(std::span<const float> x, std::span<const float> 
   return s;
 }
 
-std::optional<std::vector<uint8_t>> saturated_elements(const Tensor& x, const Tensor& q, const QuantOptions& options) {
+std::optional<std::vector<uint8_t>> saturated_elements(const TensorRef& x, const Tensor& q,
+                                                      const QuantOptions& options) {
   const ResolvedOptions r = resolve_options(options, x.shape);
   if (r.recipe->fake_quant_only) return std::nullopt;
   QuantOptions o = options;
@@ -165,17 +166,19 @@ std::optional<std::vector<uint8_t>> saturated_elements(const Tensor& x, const Te
   return sat;
 }
 
-UnderflowStats study_underflow(const Tensor& x, const QuantOptions& options, const TransformSpec& transform,
+UnderflowStats study_underflow(const TensorRef& x, const QuantOptions& options, const TransformSpec& transform,
                                const Tensor* w, const Tensor* calib, const UnderflowOptions& opt) {
   const MatrixShape ms = as_matrix(x);
-  Tensor x2{{ms.rows, ms.cols}, x.data};
+  const TensorRef x2{{ms.rows, ms.cols}, x.data};  // the same values, as a matrix
   QuantOptions o = options;
   o.axis = -1;
   const ResolvedOptions resolved = resolve_options(o, x2.shape);
   const int block = block_size(resolved.recipe->format);
   const PreparedTransform t(transform, block, x2, w, calib);
-  Tensor operand = t.operand(x2);
-  if (transform.kind != TransformSpec::Kind::none) o.input_dtype = InputDType::f32;  // a transformed operand is fp32
+  const bool none = transform.kind == TransformSpec::Kind::none;
+  const Tensor transformed = none ? Tensor{} : t.operand(x2);
+  const TensorRef operand = none ? x2 : TensorRef(transformed);  // x itself is not copied
+  if (!none) o.input_dtype = InputDType::f32;  // a transformed operand is fp32
   const Tensor q = fake_quant(operand, o);
   const auto sat = saturated_elements(operand, q, o);
   const std::vector<double> recon = t.to_original(q.data);

@@ -121,7 +121,7 @@ std::vector<const Recipe*> study_recipes(const std::vector<std::string>& formats
   return out;
 }
 
-MatrixShape as_matrix(const Tensor& x) {
+MatrixShape as_matrix(const TensorRef& x) {
   if (x.shape.empty()) throw InputError("tensor has rank 0 (a scalar); the studies need a tokens x features matrix");
   MatrixShape m;
   m.cols = x.shape.back();

@@ -227,7 +227,7 @@ Side side_of(const PackedTensor& p, std::span<const float> values) {
   return s;
 }
 
-Diagnosis diagnose(const Tensor& input, const PackedTensor& reference, const Side& expected, const Side& actual,
+Diagnosis diagnose(const TensorRef& input, const PackedTensor& reference, const Side& expected, const Side& actual,
                    const Options& options) {
   const Geometry g = geometry_of(reference);
   const Recipe& recipe = *find_recipe(reference.recipe_id);

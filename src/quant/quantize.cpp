@@ -20,6 +20,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/nibbles.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "fp4emu/quant/tensor_ref.hpp"
 #include "src/quant/simd.hpp"
 #include "src/quant/strided.hpp"
 #include "fp4emu/threads.hpp"
@@ -156,13 +157,29 @@ std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const detail:
   return gap;
 }
 
-void check_data_size(const Tensor& x) {
+void check_data_size(const TensorRef& x) {
   if (static_cast<int64_t>(x.data.size()) != x.numel())
     throw InputError(fmt::format("tensor of shape {} holds {} values, expected {}", shape_string(x.shape),
                                  x.data.size(), x.numel()));
 }
 
-TensorView view_of(const Tensor& x) { return TensorView{x.data.data(), InputDType::f32, x.shape, {}}; }
+// The owning and borrowed fp32 forms: the caller's values, in place.
+void quantize_into(const TensorRef& x, const QuantOptions& options, PackedTensor& p) {
+  const PackedHeader h = packed_header(x.shape, options);
+  check_data_size(x);
+  // resize keeps what a previous call wrote; quantize writes every byte.
+  p.codes.resize(h.code_bytes());
+  p.scales.resize(h.scale_bytes());
+  static_cast<PackedHeader&>(p) = quantize(x.view(), options, p.codes, p.scales);
+}
+
+void fake_quant_into(const TensorRef& x, const QuantOptions& options, Tensor& out) {
+  resolve_options(options, x.shape);  // option errors before size errors
+  check_data_size(x);
+  out.shape = x.shape;
+  if (out.data.size() != x.data.size()) out.data.resize(x.data.size());  // every value is written
+  fake_quant(x.view(), options, output_view(out.data, out.shape));
+}
 
 // A view says its own dtype unless it is fp32 (fp32 values may have come from
 // bf16, which QuantOptions::input_dtype declares).
@@ -283,6 +300,16 @@ ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<i
     if (!(*options.global_amax >= 0.0f) || std::isinf(*options.global_amax))
       throw InputError(fmt::format("--global-amax {} is invalid: it must be a finite value >= 0",
                                    *options.global_amax));
+    // Below 2688/FLT_MAX the encode scale S_enc = 2688/G (docs/spec/nvfp4.md §2.2)
+    // is not finite in fp32: every block scale saturates and the outputs
+    // shrink by ~1e30 (the recipes clamp or guard it, each its own way).
+    // That is a wrong amax, not a choice; 0 stays valid (an all-zero tensor:
+    // S_enc = 1). Checked here, so the CLI, C++ and Python callers all refuse it.
+    if (*options.global_amax > 0.0f && !std::isfinite(2688.0f / *options.global_amax))
+      throw InputError(fmt::format("--global-amax {:g}: the per-tensor encode scale 2688/G overflows fp32 (G must "
+                                   "be 0 or at least {:g}); give the tensor's amax, or leave the option out to use "
+                                   "the input's",
+                                   *options.global_amax, 2688.0 / std::numeric_limits<float>::max()));
   }
   o.global_amax = options.global_amax;
   o.input_dtype = options.input_dtype;
@@ -302,13 +329,17 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
   return p;
 }
 
-void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& p) {
-  const PackedHeader h = packed_header(x.shape, options);
-  check_data_size(x);
-  // resize keeps what a previous call wrote; quantize writes every byte.
-  p.codes.resize(h.code_bytes());
-  p.scales.resize(h.scale_bytes());
-  static_cast<PackedHeader&>(p) = quantize(view_of(x), options, p.codes, p.scales);
+void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& p) { quantize_into(x, options, p); }
+
+PackedTensor quantize(const TensorRef& x, const QuantOptions& options) {
+  PackedTensor p;
+  quantize_into(x, options, p);
+  return p;
+}
+
+TensorRef::TensorRef(std::vector<int64_t> shape_, std::span<const float> data_)
+    : shape(std::move(shape_)), data(data_) {
+  check_data_size(*this);
 }
 
 PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::span<uint8_t> codes,
@@ -465,12 +496,12 @@ Tensor fake_quant(const Tensor& x, const QuantOptions& options) {
   return out;
 }
 
-void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out) {
-  resolve_options(options, x.shape);  // option errors before size errors
-  check_data_size(x);
-  out.shape = x.shape;
-  if (out.data.size() != x.data.size()) out.data.resize(x.data.size());  // every value is written
-  fake_quant(view_of(x), options, output_view(out.data, out.shape));
+void fake_quant(const Tensor& x, const QuantOptions& options, Tensor& out) { fake_quant_into(x, options, out); }
+
+Tensor fake_quant(const TensorRef& x, const QuantOptions& options) {
+  Tensor out;
+  fake_quant_into(x, options, out);
+  return out;
 }
 
 void fake_quant(const TensorView& view, const QuantOptions& options, const OutputView& out_view) {

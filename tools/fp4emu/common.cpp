@@ -265,15 +265,6 @@ QuantOptions to_quant_options(const QuantFlags& f) {
       throw InputError(fmt::format("--scale-bit-order '{}' is unknown; use lsb_first or msb_first",
                                    f.scale_bit_order));
   }
-  // Below 2688/FLT_MAX the encode scale S_enc = 2688/G is not finite in fp32:
-  // every block scale saturates and the outputs shrink by ~1e30 (the
-  // recipes clamp or guard it, each its own way). That is a wrong amax, not a
-  // choice; 0 stays valid (an all-zero tensor: S_enc = 1).
-  if (f.global_amax && *f.global_amax > 0 && !std::isfinite(2688.0f / *f.global_amax))
-    throw InputError(fmt::format("--global-amax {:g}: the per-tensor encode scale 2688/G overflows fp32 (G must be "
-                                 "0 or at least {:g}); give the tensor's amax, or leave the option out to use the "
-                                 "input's",
-                                 *f.global_amax, 2688.0 / std::numeric_limits<float>::max()));
   o.global_amax = f.global_amax;
   const DequantOptions exec = to_dequant_options(f.exec);
   o.impl = exec.impl;

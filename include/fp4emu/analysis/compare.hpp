@@ -13,6 +13,7 @@
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/quant/tensor.hpp"
+#include "fp4emu/quant/tensor_ref.hpp"
 
 namespace fp4emu {
 
@@ -44,15 +45,15 @@ void check_compare(const std::vector<int64_t>& shape, std::span<const Recipe* co
 
 // Runs fake_quant(x) with `recipe` and measures it (error_stats), with the
 // saturation count from the recipe's codes (count_saturated) when it has a
-// packed form.
-RecipeResult compare_recipe(const Tensor& x, InputDType dtype, const Recipe& recipe,
+// packed form. x is read in place; `dtype` says what its fp32 values came from.
+RecipeResult compare_recipe(const TensorRef& x, InputDType dtype, const Recipe& recipe,
                             const CompareOptions& options);
 
 // Valid pairs (finite x and Q(x)) whose element code in `packed` (a
 // quantize() of x with nibble_order low_first) is the element format's
 // largest magnitude (E2M1 6, S1P2 q = 7) while |x| > |Q(x)|: the input lay
 // beyond the largest value its block can represent and was clipped.
-int64_t count_saturated(const Tensor& x, std::span<const float> quantized,
+int64_t count_saturated(const TensorRef& x, std::span<const float> quantized,
                         const PackedTensor& packed);
 
 // Storage per element of the packed form: 4-bit codes over the zero-padded

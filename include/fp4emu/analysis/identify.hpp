@@ -66,7 +66,7 @@ struct IdentifyResult {
 
 // Throws InputError when the options or the kernel output do not fit the
 // input (the message names the part: codes, scales or values).
-IdentifyResult identify(const Tensor& input, const KernelOutput& kernel, const IdentifyOptions& options);
+IdentifyResult identify(const TensorRef& input, const KernelOutput& kernel, const IdentifyOptions& options);
 
 // The report: one line for an exact match (and the other candidates the
 // input cannot tell apart from it); otherwise the closest candidate with its

@@ -92,7 +92,7 @@ struct ResqTensorResult {
 // one recipe (blocks along d, for both operands) and every pattern. A
 // transform (RHT or SmoothQuant) is applied to both operands first; OCC is
 // rejected (its compensation is a different residual).
-ResqTensorResult study_resq(const std::string& name, const Tensor& x, const Tensor& w, const QuantOptions& options,
+ResqTensorResult study_resq(const std::string& name, const TensorRef& x, const Tensor& w, const QuantOptions& options,
                             const TransformSpec& transform, const Tensor* calib,
                             const std::vector<SparsityPattern>& patterns, const ResqOptions& opt);
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fp4emu/quant/tensor.hpp"
+#include "fp4emu/quant/tensor_ref.hpp"
 
 namespace fp4emu::analysis {
 
@@ -61,7 +62,7 @@ void rht_inverse(std::span<double> x, int64_t cols, std::span<const double> sign
 // [1e-5, 1e5] so zero or denormal channels stay finite (docs/analysis.md §4.2).
 // `x` is the calibration activation (the same tensor for the oracle mode, an
 // earlier dump for the stale mode).
-std::vector<double> smoothquant_scales(const Tensor& x, const Tensor& w, double alpha);
+std::vector<double> smoothquant_scales(const TensorRef& x, const Tensor& w, double alpha);
 
 // --------------------------------------------------------------- OCC -------
 // Quantile of `sorted` (ascending) at q in [0, 1] with linear interpolation
@@ -93,12 +94,12 @@ class PreparedTransform {
   // others ignore them); calib_x: the stale calibration activations (m' x d)
   // or null for the oracle mode. InputError if the shapes do not fit (d not a
   // multiple of the RHT size, weights or calibration of another width).
-  PreparedTransform(const TransformSpec& spec, int format_block, const Tensor& x, const Tensor* w,
+  PreparedTransform(const TransformSpec& spec, int format_block, const TensorRef& x, const Tensor* w,
                     const Tensor* calib_x);
 
   // The activation operand that is quantized: X (I ⊗ H D), X diag(s)^-1 or
   // clamp(X, q_lo, q_hi), rounded once to fp32.
-  Tensor operand(const Tensor& x) const;
+  Tensor operand(const TensorRef& x) const;
   // W (I ⊗ H D) or W diag(s); W itself for none and OCC.
   Tensor weights(const Tensor& w) const;
   // Maps a reconstruction of the operand back to the activation's domain, in

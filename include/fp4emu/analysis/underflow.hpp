@@ -92,7 +92,7 @@ std::vector<const Recipe*> study_recipes(const std::vector<std::string>& formats
 struct MatrixShape {
   int64_t rows = 0, cols = 0;
 };
-MatrixShape as_matrix(const Tensor& x);
+MatrixShape as_matrix(const TensorRef& x);
 
 // ---------------------------------------------------------------- stats ----
 struct UnderflowOptions {
@@ -153,12 +153,14 @@ UnderflowStats underflow_stats(std::span<const float> x, std::span<const float> 
 // block (magnitude code 7: 6.0 in E2M1, 1.75 in S1P2) while |x| exceeds the
 // decoded value, i.e. were clipped. nullopt for recipes without a packed
 // form (nvfp4.modelopt_fq).
-std::optional<std::vector<uint8_t>> saturated_elements(const Tensor& x, const Tensor& q, const QuantOptions& options);
+std::optional<std::vector<uint8_t>> saturated_elements(const TensorRef& x, const Tensor& q,
+                                                      const QuantOptions& options);
 
 // The whole study of one tensor under one recipe and transform: operand,
 // Q (fake_quant along the last axis), saturation, statistics. `w` (n x d) is
 // used by SmoothQuant only; `calib` is its stale calibration tensor or null.
-UnderflowStats study_underflow(const Tensor& x, const QuantOptions& options, const TransformSpec& transform,
+// x is read in place (with transform none, it is the operand itself).
+UnderflowStats study_underflow(const TensorRef& x, const QuantOptions& options, const TransformSpec& transform,
                                const Tensor* w, const Tensor* calib, const UnderflowOptions& opt);
 
 }  // namespace fp4emu::analysis

@@ -48,6 +48,7 @@
 
 #include "fp4emu/quant/packed_tensor.hpp"
 #include "fp4emu/quant/tensor.hpp"
+#include "fp4emu/quant/tensor_ref.hpp"
 
 namespace fp4emu::diagnose {
 
@@ -157,7 +158,7 @@ struct Options {
 // only recipe), then only values are compared. `expected` and `actual` are
 // the two sides; `expected` usually is side_of(reference, its values).
 // Throws InputError when a given part's size does not fit the geometry.
-Diagnosis diagnose(const Tensor& input, const PackedTensor& reference, const Side& expected, const Side& actual,
+Diagnosis diagnose(const TensorRef& input, const PackedTensor& reference, const Side& expected, const Side& actual,
                    const Options& options = {});
 
 }  // namespace fp4emu::diagnose
