@@ -135,7 +135,7 @@ TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
       EXPECT_GE(fam.count(f), 1u) << r << " has no " << f << " case";
     EXPECT_EQ(fam.count("tail"), static_cast<size_t>(block - 1)) << r;
     EXPECT_EQ(fam.count("hif4_bits"), std::string(r).rfind("hif4", 0) == 0 ? 1u : 0u) << r;
-    EXPECT_EQ(fam.count("gemm"), 3u) << r;  // gemm_scales, gemm_tail, gemm_layout
+    EXPECT_EQ(fam.count("gemm"), 4u) << r;  // gemm_scales, gemm_tail, gemm_layout, gemm_epilogue
   }
 }
 
@@ -396,12 +396,22 @@ TEST(GoldenSuite, GemmFmaFp32MatchesAnIndependentLoop) {
     };
     std::optional<float> alpha;
     if (!c["alpha_used"].is_null()) alpha = std::strtof(c["alpha_used"].get<std::string>().c_str(), nullptr);
+    // gemm_epilogue: D = fma(beta, C, fma(alpha', acc, bias)) (docs/gemm.md "Epilogue").
+    std::vector<float> source, bias;
+    float beta = 1.0f;
+    if (!c["beta"].is_null()) {
+      beta = std::strtof(c["beta"].get<std::string>().c_str(), nullptr);
+      source = io::to_f32(io::read_npy(kCheckedIn / id / "c.npy"));
+    }
+    if (c["bias"] == true) bias = io::to_f32(io::read_npy(kCheckedIn / id / "bias.npy"));
     bool any_nan = false;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
         float acc = 0.0f;
         for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(value(ac, as, pad_a, i, kk), value(bc, bs, pad_b, j, kk), acc);
-        if (alpha) acc = *alpha * acc;
+        if (!bias.empty()) acc = std::fma(alpha.value_or(1.0f), acc, bias[j]);
+        else if (alpha) acc = *alpha * acc;
+        if (!source.empty()) acc = std::fma(beta, source[i * cols + j], acc);
         any_nan = any_nan || std::isnan(acc);
         ASSERT_TRUE(testing::same_bits(acc, C[i * cols + j]) || (std::isnan(acc) && std::isnan(C[i * cols + j])))
             << id << " C row " << i << " column " << j << ": loop " << acc << ", C_fma_fp32.npy " << C[i * cols + j];
@@ -414,7 +424,7 @@ TEST(GoldenSuite, GemmFmaFp32MatchesAnIndependentLoop) {
     for (const char* f : {"C_exact.npy", "C_block_fp32_bps1.npy"})
       EXPECT_TRUE(fs::exists(kCheckedIn / id / f)) << id << " has no " << f;
   }
-  EXPECT_EQ(cases, 9);  // gemm_scales, gemm_tail, gemm_layout of 3 MXFP4/NVFP4 recipes
+  EXPECT_EQ(cases, 12);  // gemm_scales, gemm_tail, gemm_layout, gemm_epilogue of 3 MXFP4/NVFP4 recipes
   EXPECT_EQ(nan_cases, 3);
 }
 

@@ -501,7 +501,7 @@ TEST(GoldenVerifyHostile, GemmEpilogueFieldsAreChecked) {
     EXPECT_EQ(c["bias"], true);
     c["beta"] = "half";
     suite.save();
-    EXPECT_NE(rejection(suite.path(), cand.path()).find("field 'beta' is \"half\", must be a finite float"),
+    EXPECT_NE(rejection(suite.path(), cand.path()).find("must be a finite float (hex"),
               std::string::npos);
   }
   {
