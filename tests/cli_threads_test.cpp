@@ -1,4 +1,4 @@
-// --threads on compare: the one thread rule (fp4emu/threads.hpp,
+// --threads on compare and inspect: the one thread rule (fp4emu/threads.hpp,
 // 0 = every hardware thread, 1..1024), and reports that do not depend on it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -30,7 +30,7 @@ TEST(CliThreads, CompareAndInspectGiveTheSameReportForAnyThreadCount) {
   }
   const auto dump = dir / "d.safetensors";
   io::write_safetensors(dump, ts, {});
-  for (const char* cmd : {"compare"}) {
+  for (const char* cmd : {"compare", "inspect"}) {
     std::string first;
     for (int threads : {1, 2, 3, 0}) {
       const auto json = dir / fmt::format("{}_{}.json", cmd, threads);
