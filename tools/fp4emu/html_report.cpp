@@ -4,7 +4,10 @@
 
 #include <array>
 
+#include <unistd.h>
+
 #include "cli.hpp"
+#include "fp4emu/error.hpp"
 #include "report.hpp"
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/io/atomic_file.hpp"
@@ -356,6 +359,13 @@ void check_report_path(const std::string& path, std::span<const std::filesystem:
   if (path.empty()) return;
   for (const std::filesystem::path& input : inputs) check_not_an_input(path, "--report", {input});
   io::check_output_path(path, "--report");
+  // The page is written after the study's other outputs: a name the file
+  // system refuses must fail here, before any of them is written.
+  const std::filesystem::path p(path), dir = p.has_parent_path() ? p.parent_path() : ".";
+  const long name_max = pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (p.filename().string().size() > size_t(name_max > 0 ? name_max : 255))
+    throw InputError(fmt::format("--report {}: the file name is longer than the {} bytes its folder allows",
+                                 io::printable(path), name_max > 0 ? name_max : 255));
 }
 
 void write_page(const std::string& path, const Page& page) { write_text(path, page.render()); }
