@@ -164,13 +164,18 @@ void check_data_size(const TensorRef& x) {
 }
 
 // The owning and borrowed fp32 forms: the caller's values, in place.
-void quantize_into(const TensorRef& x, const QuantOptions& options, PackedTensor& p) {
+void quantize_into(const TensorView& x, const QuantOptions& options, PackedTensor& p) {
   const PackedHeader h = packed_header(x.shape, options);
-  check_data_size(x);
   // resize keeps what a previous call wrote; quantize writes every byte.
   p.codes.resize(h.code_bytes());
   p.scales.resize(h.scale_bytes());
-  static_cast<PackedHeader&>(p) = quantize(x.view(), options, p.codes, p.scales);
+  static_cast<PackedHeader&>(p) = quantize(x, options, p.codes, p.scales);
+}
+
+void quantize_into(const TensorRef& x, const QuantOptions& options, PackedTensor& p) {
+  resolve_options(options, x.shape);  // option errors before size errors
+  check_data_size(x);
+  quantize_into(x.view(), options, p);
 }
 
 void fake_quant_into(const TensorRef& x, const QuantOptions& options, Tensor& out) {
@@ -332,6 +337,12 @@ PackedTensor quantize(const Tensor& x, const QuantOptions& options) {
 void quantize(const Tensor& x, const QuantOptions& options, PackedTensor& p) { quantize_into(x, options, p); }
 
 PackedTensor quantize(const TensorRef& x, const QuantOptions& options) {
+  PackedTensor p;
+  quantize_into(x, options, p);
+  return p;
+}
+
+PackedTensor quantize(const TensorView& x, const QuantOptions& options) {
   PackedTensor p;
   quantize_into(x, options, p);
   return p;

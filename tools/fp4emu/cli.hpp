@@ -9,9 +9,11 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "fp4emu/io/array.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/threads.hpp"
 
@@ -128,6 +130,15 @@ std::string resolve_recipe_id(const std::string& format, const std::string& reci
 
 // Reads a .npy tensor (f32, bf16 or f16) and widens it to fp32.
 Tensor load_tensor(const std::filesystem::path& path, InputDType* dtype);
+// The same file read once and viewed in place (its fp32, bf16 or fp16
+// elements are not widened): fake-quant and quantize read it without a copy.
+struct InputTensor {
+  io::Array array;  // the file's elements, as read
+  TensorView view;  // over array.bytes
+};
+InputTensor load_input(const std::filesystem::path& path);
+// Writes fp32 values as an .npy straight from `values` (no copy).
+void write_f32_npy(const std::filesystem::path& path, std::span<const int64_t> shape, std::span<const float> values);
 
 void add_formats(CLI::App& app, Action& action);
 void add_fake_quant(CLI::App& app, Action& action);

@@ -1,6 +1,9 @@
 // `fp4emu fake-quant IN.npy OUT.npy`: quantize and dequantize in one step.
 #include <fmt/format.h>
 
+#include <memory>
+#include <span>
+
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/npy.hpp"
@@ -21,11 +24,17 @@ int run(const Args& a) {
         fmt::format("output {}: fake-quant writes .npy; name the output file *.npy", io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in, a.flags.sr.rbits});
   QuantOptions o = options;
-  const Tensor x = load_tensor(a.in, &o.input_dtype);
+  const InputTensor x = load_input(a.in);
   RandomBits rbits;
-  load_random_bits(a.flags, x.shape, o, rbits);
-  const Tensor y = fake_quant(x, o);
-  io::write_npy(a.out, io::from_f32(y.shape, y.data));
+  load_random_bits(a.flags, x.view.shape, o, rbits);
+  // The input is read in place and the output written from where the kernel
+  // leaves it: peak memory is the input plus the output (docs/architecture.md §7.4).
+  // Not zero-filled: the kernel writes every element.
+  const size_t n = static_cast<size_t>(x.array.numel());
+  const auto y = std::make_unique_for_overwrite<float[]>(n);
+  const std::span<float> values(y.get(), n);
+  fake_quant(x.view, o, output_view(values, x.view.shape));
+  write_f32_npy(a.out, x.view.shape, values);
   return 0;
 }
 

@@ -1,7 +1,9 @@
 // `fp4emu quantize IN.npy OUT.safetensors` and `fp4emu dequantize IN.safetensors OUT.npy`.
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
+#include <span>
 
 #include "cli.hpp"
 #include "fp4emu/error.hpp"
@@ -24,10 +26,10 @@ int run_quantize(const QuantizeArgs& a) {
     throw InputError(fmt::format("output {}: quantize writes a packed .safetensors file; name it *.safetensors",
                                  io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in, a.flags.sr.rbits});
-  const Tensor x = load_tensor(a.in, &o.input_dtype);
+  const InputTensor x = load_input(a.in);  // read in place, not widened
   RandomBits rbits;
-  load_random_bits(a.flags, x.shape, o, rbits);
-  const PackedTensor p = quantize(x, o);
+  load_random_bits(a.flags, x.view.shape, o, rbits);
+  const PackedTensor p = quantize(x.view, o);
   // The scales in the layout the kernel reads (scale_layout.hpp has the byte maps).
   const std::optional<StoredScaleLayout> layout = parse_stored_scale_layout(a.scale_layout);
   if (!layout || !layout_applies(*layout, p.format))
@@ -48,8 +50,13 @@ int run_dequantize(const DequantizeArgs& a) {
     throw InputError(
         fmt::format("output {}: dequantize writes .npy; name the output file *.npy", io::printable(a.out)));
   check_not_an_input(a.out, "output", {a.in});
-  const Tensor y = dequantize(read_packed(a.in), to_dequant_options(a.exec));
-  io::write_npy(a.out, io::from_f32(y.shape, y.data));
+  const PackedTensor p = read_packed(a.in);
+  // Not zero-filled: dequantize writes every element; written from here.
+  const size_t n = static_cast<size_t>(io::checked_byte_size(p.shape, io::DType::f32).value() / 4);
+  const auto y = std::make_unique_for_overwrite<float[]>(n);
+  const std::span<float> values(y.get(), n);
+  dequantize(p, p.codes, p.scales, to_dequant_options(a.exec), output_view(values, p.shape));
+  write_f32_npy(a.out, p.shape, values);
   return 0;
 }
 

@@ -295,26 +295,40 @@ void load_random_bits(const QuantFlags& flags, const std::vector<int64_t>& shape
   }
 }
 
-Tensor load_tensor(const std::filesystem::path& path, InputDType* dtype) {
+InputTensor load_input(const std::filesystem::path& path) {
   const std::string ext = path.extension().string();
   if (ext != ".npy")
     throw InputError(fmt::format("{}: expected a .npy file (fp32, bf16 or fp16); to analyse the tensors of a "
                                  ".safetensors dump use `fp4emu compare` or `fp4emu inspect`",
                                  io::printable(path.string())));
-  const io::Array a = io::read_npy(path);
+  InputTensor in;
+  in.array = io::read_npy(path);
+  const io::Array& a = in.array;
+  in.view.shape = a.shape;
+  in.view.data = a.bytes.data();
   switch (a.dtype) {
-    case io::DType::f32: *dtype = InputDType::f32; break;
-    case io::DType::bf16: *dtype = InputDType::bf16; break;
-    case io::DType::f16: *dtype = InputDType::f16; break;
+    case io::DType::f32: in.view.dtype = InputDType::f32; break;
+    case io::DType::bf16: in.view.dtype = InputDType::bf16; break;
+    case io::DType::f16: in.view.dtype = InputDType::f16; break;
     default:
       throw InputError(fmt::format("{}: dtype {} is not a float input; fp4emu quantizes f32, bf16 or f16 arrays "
                                    "(convert with numpy: a.astype(np.float32))",
-                                   path.string(), io::dtype_name(a.dtype)));
+                                   io::printable(path.string()), io::dtype_name(a.dtype)));
   }
+  return in;
+}
+
+Tensor load_tensor(const std::filesystem::path& path, InputDType* dtype) {
+  const InputTensor in = load_input(path);
+  *dtype = in.view.dtype;
   Tensor t;
-  t.shape = a.shape;
-  t.data = io::to_f32(a, path.string());
+  t.shape = in.array.shape;
+  t.data = io::to_f32(in.array, path.string());
   return t;
+}
+
+void write_f32_npy(const std::filesystem::path& path, std::span<const int64_t> shape, std::span<const float> values) {
+  io::write_npy(path, io::DType::f32, shape, {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()});
 }
 
 }  // namespace fp4emu::cli

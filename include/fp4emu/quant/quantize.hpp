@@ -85,5 +85,7 @@ void dequantize(const PackedHeader& header, std::span<const uint8_t> codes, std:
                 const DequantOptions& options, const OutputView& out);
 // Writes every element of `out` (x's shape).
 void fake_quant(const TensorView& x, const QuantOptions& options, const OutputView& out);
+// The packed form of a view, in buffers it allocates (the input is not copied).
+PackedTensor quantize(const TensorView& x, const QuantOptions& options);
 
 }  // namespace fp4emu
