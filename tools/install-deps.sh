@@ -9,8 +9,6 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libeigen3-dev libhwy-dev libomp-dev libpng-dev
   libmpfr-dev libgmp-dev libssl-dev
-  # The studies' pictures: cairo (PNG and SVG) and the font it draws text with.
-  libcairo2-dev fonts-dejavu-core
   # The `fast` GEMM model's sgemm (optional: without it CMake falls back to Eigen).
   libopenblas-dev
   # The studies' pictures: cairo (PNG and SVG) and the font it draws text with.
