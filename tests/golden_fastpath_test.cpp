@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "fp4emu/error.hpp"
@@ -68,8 +69,24 @@ void run_gemm_case(const json& c, const fs::path& out) {
   const std::string id = c["id"];
   const PackedTensor a = load_operand(c, "a", "A.npy", 1), b = load_operand(c, "b", "B.npy", 0);
   fs::create_directories(out / id);
+  // The epilogue's inputs, where the case has them (gemm_epilogue).
+  std::optional<Tensor> source, bias;
+  const auto load_f32 = [&](const std::string& name) {
+    const io::Array arr = io::read_npy(kSuite / id / name);
+    Tensor t;
+    t.shape = arr.shape;
+    t.data = io::to_f32(arr);
+    return t;
+  };
+  if (fs::exists(kSuite / id / "c.npy")) source = load_f32("c.npy");
+  if (c.value("bias", false)) bias = load_f32("bias.npy");
   for (const json& o : c["outputs"]) {
     GemmOptions g;
+    if (source) {
+      g.c = &*source;
+      g.beta = std::strtof(c["beta"].get<std::string>().c_str(), nullptr);
+    }
+    if (bias) g.bias = &*bias;
     g.model = *parse_gemm_model(o["model"].get<std::string>());
     g.blocks_per_step = o["blocks_per_step"];
     if (!c["alpha"].is_null()) g.alpha = std::strtof(c["alpha"].get<std::string>().c_str(), nullptr);

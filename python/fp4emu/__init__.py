@@ -238,28 +238,33 @@ def load(path: Union[str, _os.PathLike]) -> Packed:
 
 def gemm(a: Any, b: Any, model: str = "block_fp32", recipe: Optional[str] = None,
          recipe_b: Optional[str] = None, blocks_per_step: int = 1, alpha: Optional[float] = None,
-         threads: int = 0, impl: str = "simd") -> _np.ndarray:
-    """C = Q(A)·Q(B) (float32, m×n) with a named accumulation model (docs/gemm.md).
+         threads: int = 0, impl: str = "simd", b_layout: str = "kn", c: Any = None, beta: float = 1.0,
+         bias: Any = None) -> _np.ndarray:
+    """D = α′·(Q(A)·Q(B)) + bias + β·C (float32, m×n) with a named accumulation model (docs/gemm.md).
 
-    ``a`` (m×k) and ``b`` (k×n) are :class:`Packed` operands (A blocked
-    along axis 1, B along axis 0), or float32 matrices: quantized here with
-    ``recipe`` (``recipe_b`` for B, default ``recipe``) along k, or, with
+    ``a`` (m×k) and ``b`` (k×n, or with ``b_layout="nk"`` W as n×k, the
+    layout of ``nn.Linear.weight``) are :class:`Packed` operands (A blocked
+    along k, B along k), or float32 matrices: quantized here with ``recipe``
+    (``recipe_b`` for B, default ``recipe``) along k, or, with
     ``recipe=None``, used dense (W4A16). ``model``: exact, block_fp32,
-    fma_fp32 or fast.
+    fma_fp32 or fast. The epilogue, rounded as docs/gemm.md "Epilogue" says:
+    ``bias`` (n values) and ``beta``·``c`` (m×n), each only when given.
 
     Example::
 
         >>> rng = np.random.default_rng(0)
-        >>> a = rng.standard_normal((8, 64), dtype=np.float32); b = rng.standard_normal((64, 4), dtype=np.float32)
-        >>> fp4emu.gemm(a, b, recipe="nvfp4.te", model="exact").shape
+        >>> a = rng.standard_normal((8, 64), dtype=np.float32); w = rng.standard_normal((4, 64), dtype=np.float32)
+        >>> fp4emu.gemm(a, w, recipe="nvfp4.te", model="exact", b_layout="nk", bias=np.ones(4, np.float32)).shape
         (8, 4)
     """
     def operand(v, r, axis):
         if isinstance(v, Packed) or r is None:
             return v if isinstance(v, Packed) else _contiguous(_as_input(v, "f32")[0])
         return quantize(v, r, axis=axis, threads=threads)
-    return _core.gemm(operand(a, recipe, 1), operand(b, recipe_b or recipe, 0), model, blocks_per_step, alpha,
-                      threads, impl)
+    def dense(v):
+        return None if v is None else _contiguous(_as_input(v, "f32")[0])
+    return _core.gemm(operand(a, recipe, 1), operand(b, recipe_b or recipe, 1 if b_layout == "nk" else 0), model,
+                      blocks_per_step, alpha, threads, impl, b_layout, dense(c), beta, dense(bias))
 
 
 def compare(x: Any, recipes: Union[str, Iterable[str]], axis: int = -1, tail: Optional[str] = None,

@@ -293,6 +293,9 @@ py::dict metrics(const ErrorStats& s, double bits) {
   d["signal_energy"] = s.signal_energy;
   d["error_energy"] = s.error_energy;
   d["bits_per_element"] = bits;
+  d["bias"] = s.bias();
+  d["bias_se"] = s.bias_se();
+  d["error_sum"] = s.error_sum;
   return d;
 }
 
@@ -329,8 +332,23 @@ py::dict compare(const py::array& x, const std::string& dtype, const std::vector
 
 // ---- gemm -----------------------------------------------------------------------
 py::array gemm_call(const py::object& a, const py::object& b, const std::string& model, int blocks_per_step,
-                    std::optional<float> alpha, int threads, const std::string& impl) {
+                    std::optional<float> alpha, int threads, const std::string& impl, const std::string& b_layout,
+                    const std::optional<py::array>& source, float beta, const std::optional<py::array>& bias) {
   GemmOptions o;
+  const auto layout = parse_b_layout(b_layout);
+  if (!layout) throw InputError(fmt::format("b_layout='{}' is unknown; use kn (B is k×n) or nk (W is n×k)", b_layout));
+  o.b_layout = *layout;
+  // The epilogue's inputs (docs/gemm.md "Epilogue"); the library checks their shapes.
+  std::optional<Tensor> c_in, bias_in;
+  if (source) {
+    c_in = to_dense_f32(*source);
+    o.c = &*c_in;
+    o.beta = beta;
+  }
+  if (bias) {
+    bias_in = to_dense_f32(*bias);
+    o.bias = &*bias_in;
+  }
   const auto m = parse_gemm_model(model);
   if (!m) throw InputError(fmt::format("model='{}' is unknown; use exact, block_fp32, fma_fp32 or fast", model));
   o.model = *m;
@@ -717,7 +735,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("compare", &compare, py::arg("x"), py::arg("input_dtype"), py::arg("recipes"), py::arg("axis"),
         py::arg("tail"));
   m.def("gemm", &gemm_call, py::arg("a"), py::arg("b"), py::arg("model"), py::arg("blocks_per_step"),
-        py::arg("alpha"), py::arg("threads"), py::arg("impl"));
+        py::arg("alpha"), py::arg("threads"), py::arg("impl"), py::arg("b_layout"), py::arg("c"), py::arg("beta"),
+        py::arg("bias"));
   m.def("identify", &identify_call, py::arg("x"), py::arg("input_dtype"), py::arg("format"), py::arg("codes"),
         py::arg("scales"), py::arg("values"), py::arg("axis"), py::arg("global_amax"), py::arg("threads"),
         py::arg("top"));

@@ -215,6 +215,22 @@ def test_gemm_matches_the_cli(cli, tmp_path):
                                atol=1e-5)
 
 
+
+def test_gemm_b_layout_and_epilogue_match_the_cli(cli, tmp_path):
+    a, w = rand((16, 96), 3), rand((8, 96), 4)  # W as nn.Linear holds it: n x k
+    c, bias = rand((16, 8), 5), rand((8,), 6)
+    for name, v in (("a", a), ("w", w), ("c", c), ("bias", bias)):
+        np.save(tmp_path / f"{name}.npy", v)
+    cli("gemm", tmp_path / "a.npy", tmp_path / "w.npy", tmp_path / "d.npy", "--recipe", "nvfp4.te", "--model",
+        "fma_fp32", "--b-layout", "nk", "--c", tmp_path / "c.npy", "--beta", "-0.5", "--bias", tmp_path / "bias.npy")
+    ours = fp4emu.gemm(a, w, recipe="nvfp4.te", model="fma_fp32", b_layout="nk", c=c, beta=-0.5, bias=bias)
+    assert bits(ours) == bits(np.load(tmp_path / "d.npy"))
+    # W n x k is B k x n transposed: the same bits, with no epilogue too.
+    assert bits(fp4emu.gemm(a, w, recipe="nvfp4.te", model="exact", b_layout="nk")) == bits(
+        fp4emu.gemm(a, np.ascontiguousarray(w.T), recipe="nvfp4.te", model="exact"))
+    with pytest.raises(ValueError, match="b_layout='mn' is unknown"):
+        fp4emu.gemm(a, w, recipe="nvfp4.te", b_layout="mn")
+
 def test_identify_names_the_recipe():
     x = rand((64, 64))
     r = fp4emu.identify(x, "mxfp4", output=fp4emu.fake_quant(x, "mxfp4.rceil"))

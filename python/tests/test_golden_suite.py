@@ -79,9 +79,16 @@ def test_suite_gemm(case):
         same_bits(p.scales, load(f"{d}/{side}_scales.npy"))
         ops.append(p)
     alpha = None if case["alpha"] is None else float.fromhex(case["alpha"])
+    # The epilogue's inputs, where the case has them (gemm_epilogue).
+    names = {f["path"].rsplit("/", 1)[1] for f in case["files"]}
+    epilogue = {}
+    if "c.npy" in names:
+        epilogue.update(c=load(f"{d}/c.npy"), beta=float.fromhex(case["beta"]))
+    if "bias.npy" in names:
+        epilogue["bias"] = load(f"{d}/bias.npy")
     for out in case["outputs"]:
         c = fp4emu.gemm(ops[0], ops[1], model=out["model"], blocks_per_step=out["blocks_per_step"], alpha=alpha,
-                        impl=case["implementation"])
+                        impl=case["implementation"], **epilogue)
         same_bits(c, load(f"{d}/{out['file']}"))
 
 
