@@ -30,7 +30,7 @@ from ._core import Packed
 __version__ = _core.__version__
 __all__ = ["formats", "recipes", "fake_quant", "quantize", "dequantize", "load", "gemm", "compare", "identify",
            "sparsity_mask", "Packed", "golden", "read_tensors", "underflow", "resq", "synthetic_weights",
-           "tensor_role"]
+           "tensor_role", "rht"]
 
 
 def _torch_array(x: Any):
@@ -425,6 +425,26 @@ def synthetic_weights(n: int, d: int, seed: int = 0) -> _np.ndarray:
         (256, 1024)
     """
     return _core.synthetic_weights(n, d, seed)
+
+
+def rht(x: Any, b: int = 16, seed: int = 0, signs: str = "seeded", inverse: bool = False) -> _np.ndarray:
+    """The random Hadamard transform of ``--transform rht`` (docs/analysis.md §4.1) along the last axis.
+
+    Tile by tile: X (I ⊗ H_b D), H_b the Sylvester Hadamard matrix over
+    sqrt(b), D the signs (``"seeded"``: SplitMix64 from ``seed``; ``"te"``:
+    TransformerEngine's 16-entry vector, b=16). ``inverse=True`` undoes it.
+    Computed in double, rounded to float32 once; the result is rows x cols
+    float32 for an input of any leading shape flattened to rows.
+
+    Example::
+
+        >>> y = fp4emu.rht(np.eye(16, dtype=np.float32), b=16)
+        >>> bool(np.allclose(fp4emu.rht(y, b=16, inverse=True), np.eye(16)))
+        True
+    """
+    a = _np.asarray(x, dtype=_np.float32)
+    rows = a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
+    return _core.rht(_np.ascontiguousarray(rows), int(b), int(seed), signs, bool(inverse)).reshape(a.shape)
 
 
 def tensor_role(name: str) -> dict:

@@ -29,7 +29,8 @@ from torch import nn
 
 from . import _as_input, _core, _sr_args
 
-__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "dump_activations"]
+__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "dump_activations", "rht",
+           "Fp4Linear", "fp4_training"]
 
 
 def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[str] = None,
@@ -169,6 +170,163 @@ def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, attr, QuantizedLinear(lin, recipe, residual=residual, weights=weights, options=options))
+    return [n for n, _ in selected]
+
+
+def rht(t: torch.Tensor, b: int = 16, axis: int = -1, seed: int = 0, signs: str = "seeded",
+        inverse: bool = False) -> torch.Tensor:
+    """:func:`fp4emu.rht` (docs/analysis.md §4.1) on a tensor along ``axis``: float32 on t's device, no gradient.
+
+    Example::
+
+        >>> g = torch.randn(64, 8)
+        >>> r = fp4emu.torch.rht(g, b=16, axis=0, signs="te")   # tiles of 16 rows
+        >>> bool(torch.allclose(r.T @ r, g.T @ g, atol=1e-4))   # orthogonal: inner products kept
+        True
+    """
+    x = t.detach().to(device="cpu", dtype=torch.float32).movedim(axis, -1)
+    shape = x.shape
+    y = _core.rht(np.ascontiguousarray(x.reshape(-1, shape[-1]).numpy()), int(b), int(seed), signs, bool(inverse))
+    return torch.from_numpy(y).reshape(shape).movedim(-1, axis).to(t.device)
+
+
+# Offsets of one (seed, role) Philox stream advance by this much per training step:
+# philox-te draws ceil(block / 16) counters per block (docs/formats.md, "Stochastic
+# rounding"), at most 16 for blocks up to 256, so consecutive steps never reuse a draw.
+_SR_OFFSET_STRIDE = 16
+
+
+class _Fp4LinearFn(torch.autograd.Function):
+    """Y = Q(X) Q(W)^T; dX = Q(dY) Q(W); dW = Q(dY^T) Q(X^T): each GEMM's operands in blocks along its reduction axis."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, layer, offset):  # noqa: D102
+        ctx.layer, ctx.offset = layer, offset
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = bias is not None
+        if layer.recipe is None:
+            return nn.functional.linear(x, w, bias)
+        xq = layer._q(x, -1)  # along in_features
+        wq = layer._q(w, -1)
+        return nn.functional.linear(xq, wq, bias)
+
+    @staticmethod
+    def backward(ctx, gy):  # noqa: D102
+        x, w = ctx.saved_tensors
+        layer, offset = ctx.layer, ctx.offset
+        gy2 = gy.reshape(-1, gy.shape[-1])
+        x2 = x.reshape(-1, x.shape[-1])
+        gx = gw = gb = None
+        if layer.recipe is None:
+            if ctx.needs_input_grad[0]:
+                gx = gy.matmul(w)
+            if ctx.needs_input_grad[1]:
+                gw = gy2.t().mm(x2)
+        else:
+            if ctx.needs_input_grad[0]:
+                # dX = dY W: the reduction runs over out_features, axis -1 of dY and axis 0 of W.
+                gx = layer._q(gy2, -1, grad_role=0, offset=offset).mm(layer._q(w, 0)).reshape(x.shape)
+            if ctx.needs_input_grad[1]:
+                # dW = dY^T X: the reduction runs over the tokens, axis 0 of both; an RHT along that
+                # axis (orthogonal, so dY^T H H^T X = dY^T X) spreads outliers before the blocks.
+                g, a = gy2, x2
+                if layer.rht is not None:
+                    g = rht(g, layer.rht, axis=0, seed=layer.rht_seed, signs=layer.rht_signs)
+                    a = rht(a, layer.rht, axis=0, seed=layer.rht_seed, signs=layer.rht_signs)
+                gw = layer._q(g, 0, grad_role=1, offset=offset).t().mm(layer._q(a, 0))
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = gy2.sum(0)
+        return gx, gw, gb, None, None
+
+
+class Fp4Linear(nn.Module):
+    """An ``nn.Linear`` trained with all three GEMMs in FP4 (fake-quantized through fp4emu).
+
+    Forward Y = Q(X) Q(W)^T with X and W in blocks along in_features; input
+    gradient dX = Q(dY) Q(W) along out_features; weight gradient
+    dW = Q(dY^T) Q(X^T) along the token axis (all leading dims of X
+    flattened). ``recipe=None``: the GEMMs of ``nn.Linear``, unquantized.
+    ``rht``: None or a size b: a random Hadamard transform (:func:`rht`,
+    ``rht_signs``, ``rht_seed``) of both weight-gradient operands along the
+    tokens, which must then be a multiple of b. ``sr=True``: the gradient
+    dY is rounded stochastically in both backward GEMMs, with Philox key
+    ``seed`` mixed with the layer's ``index`` and the GEMM, and an offset
+    that advances with every training forward (:data:`_SR_OFFSET_STRIDE`),
+    so a run reproduces and no two steps share random bits. X and W always
+    round to nearest. Blocks along the token axis need the token count to be
+    a multiple of the block (``options={"tail": "pad"}`` otherwise).
+
+    Example::
+
+        >>> lin = fp4emu.torch.Fp4Linear(torch.nn.Linear(64, 32), "mxfp4.ocp", rht=16, sr=True, seed=1)
+        >>> lin(torch.randn(4, 16, 64)).sum().backward()     # 64 tokens
+    """
+
+    def __init__(self, linear: nn.Linear, recipe: Optional[str], rht: Optional[int] = None, rht_signs: str = "te",
+                 rht_seed: int = 0, sr: bool = False, seed: int = 0, index: int = 0,
+                 options: Optional[dict] = None):
+        super().__init__()
+        self.linear = linear
+        self.recipe = recipe
+        self.rht = rht
+        self.rht_signs = rht_signs
+        self.rht_seed = rht_seed
+        self.sr = sr
+        self.seed = seed
+        self.index = index
+        self.options = dict(options or {})
+        self.steps = 0  # training forwards so far: the SR offset
+        if rht is not None and (rht < 2 or rht & (rht - 1)):
+            raise ValueError(f"rht={rht} is not a power-of-two size >= 2; use e.g. 16")
+
+    def sr_seed(self, role: int) -> int:
+        """The Philox key of this layer's gradient quantizer ``role`` (0: input gradient, 1: weight gradient)."""
+        return (self.seed * 0x9E3779B97F4A7C15 + self.index * 2 + role + 1) % 2**64
+
+    def _q(self, t: torch.Tensor, axis: int, grad_role: Optional[int] = None, offset: int = 0) -> torch.Tensor:
+        opts = dict(self.options)
+        if grad_role is not None and self.sr:
+            opts.update(rounding="stochastic", seed=self.sr_seed(grad_role), offset=offset)
+        return fake_quant(t, self.recipe, axis=axis, dtype=t.dtype, **opts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        offset = 0
+        if torch.is_grad_enabled() and (x.requires_grad or self.linear.weight.requires_grad):
+            offset = self.steps * _SR_OFFSET_STRIDE
+            self.steps += 1
+        return _Fp4LinearFn.apply(x, self.linear.weight, self.linear.bias, self, offset)
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"recipe={self.recipe}, rht={self.rht}, sr={self.sr}"
+
+
+def fp4_training(model: nn.Module, recipe: Optional[str], modules: str = "*", rht: Optional[int] = None,
+                 rht_signs: str = "te", rht_seed: int = 0, sr: bool = False, seed: int = 0,
+                 **options: Any) -> list[str]:
+    """Replace every ``nn.Linear`` whose name matches ``modules`` by an :class:`Fp4Linear` (all three GEMMs in FP4).
+
+    Layers are numbered in ``named_modules`` order (their ``index``: each
+    has its own SR streams). ``options`` go to :func:`fake_quant` (tail,
+    threads, impl). The state dict keeps :class:`QuantizedLinear`'s names
+    (``<name>.linear.weight``), so one model's weights load into the other.
+    Returns the names replaced; ValueError when none matches.
+
+    Example::
+
+        >>> names = fp4emu.torch.fp4_training(model, "hif4.v14", rht=16)
+        >>> loss_fn(model(x), y).backward()
+    """
+    unknown = set(options) - {"tail", "threads", "impl"}
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; use tail, threads or impl")
+    selected = _selected_linears(model, modules)
+    if not selected:
+        raise ValueError(f"modules='{modules}' matches no nn.Linear of the model")
+    for i, (name, lin) in enumerate(selected):
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, Fp4Linear(lin, recipe, rht=rht, rht_signs=rht_signs, rht_seed=rht_seed, sr=sr,
+                                        seed=seed, index=i, options=options))
     return [n for n, _ in selected]
 
 

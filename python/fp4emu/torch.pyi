@@ -30,3 +30,25 @@ def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.
                            weights: bool = False, **options: Any) -> list[str]: ...
 def dump_activations(model: nn.Module, inputs: Any, path: Union[str, os.PathLike], modules: str = "*",
                      dtype: Optional[str] = None, prefix: str = "") -> list[str]: ...
+def rht(t: torch.Tensor, b: int = 16, axis: int = -1, seed: int = 0, signs: str = "seeded",
+        inverse: bool = False) -> torch.Tensor: ...
+
+class Fp4Linear(nn.Module):
+    linear: nn.Linear
+    recipe: Optional[str]
+    rht: Optional[int]
+    rht_signs: str
+    rht_seed: int
+    sr: bool
+    seed: int
+    index: int
+    steps: int
+    def __init__(self, linear: nn.Linear, recipe: Optional[str], rht: Optional[int] = None, rht_signs: str = "te",
+                 rht_seed: int = 0, sr: bool = False, seed: int = 0, index: int = 0,
+                 options: Optional[dict[str, Any]] = None) -> None: ...
+    def sr_seed(self, role: int) -> int: ...
+    def forward(self, x: torch.Tensor) -> torch.Tensor: ...
+
+def fp4_training(model: nn.Module, recipe: Optional[str], modules: str = "*", rht: Optional[int] = None,
+                 rht_signs: str = "te", rht_seed: int = 0, sr: bool = False, seed: int = 0,
+                 **options: Any) -> list[str]: ...

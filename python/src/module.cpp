@@ -24,6 +24,7 @@
 #include "fp4emu/analysis/identify.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/analysis/sparsity.hpp"
+#include "fp4emu/analysis/transforms.hpp"
 #include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/gemm/gemm.hpp"
@@ -775,6 +776,32 @@ PYBIND11_MODULE(_core, m) {
         return owning_array(std::move(w.data), w.shape);
       },
       py::arg("n"), py::arg("d"), py::arg("seed"));
+  // The random Hadamard transform of docs/analysis.md §4.1 along the last
+  // axis of a rows x cols float32 matrix: in double, rounded to fp32 once.
+  m.def(
+      "rht",
+      [](const py::array_t<float, py::array::c_style>& values, int b, uint64_t seed, const std::string& signs,
+         bool inverse) {
+        if (values.ndim() != 2) throw InputError("rht needs a 2-D (rows x cols) float32 array");
+        if (signs != "seeded" && signs != "te")
+          throw InputError(fmt::format("rht signs='{}' is unknown; use seeded or te", signs));
+        const int64_t rows = values.shape(0), cols = values.shape(1);
+        if (b < 2 || (b & (b - 1)) != 0 || cols % b != 0)
+          throw InputError(fmt::format("rht of size b={} needs b a power of two >= 2 dividing the row length {}",
+                                       b, cols));
+        const std::vector<double> d =
+            analysis::rht_signs(signs == "te" ? analysis::RhtSigns::te : analysis::RhtSigns::seeded, b, seed);
+        std::vector<float> out(static_cast<size_t>(values.size()));
+        {
+          py::gil_scoped_release unlocked;
+          std::vector<double> v(values.data(), values.data() + values.size());
+          if (inverse) analysis::rht_inverse(v, cols, d);
+          else analysis::rht_forward(v, cols, d);
+          for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i]);
+        }
+        return owning_array(std::move(out), {rows, cols});
+      },
+      py::arg("values"), py::arg("b"), py::arg("seed"), py::arg("signs"), py::arg("inverse"));
   m.def("tensor_role", [](const std::string& name) {
     const analysis::TensorRole r = analysis::parse_tensor_role(name);
     py::dict d;
