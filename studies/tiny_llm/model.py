@@ -33,12 +33,12 @@ from torch.nn import functional as F
 @dataclasses.dataclass
 class ModelConfig:
     vocab_size: int = 18
-    hidden_size: int = 128          # multiple of 64: blocks of 16, 32 and 64 tile it
-    intermediate_size: int = 512    # multiple of 64
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    max_seq_len: int = 32
+    hidden_size: int = 64           # multiple of 64: blocks of 16, 32 and 64 tile it
+    intermediate_size: int = 256    # multiple of 64
+    num_layers: int = 2
+    num_heads: int = 2
+    num_kv_heads: int = 1
+    max_seq_len: int = 16
     rope_theta: float = 10000.0
     rms_eps: float = 1e-6
 

@@ -1,13 +1,13 @@
 """A seeded arithmetic task with exact-match answers, and its character tokenizer.
 
-Prompts have one fixed width, ``ddd<op>ddd=`` (operands zero-padded to three
+Prompts have one fixed width, ``dd<op>dd=`` (operands zero-padded to two
 digits), so that a batch of prompts needs no padding and every position
 means the same thing in every example; answers are the plain decimal result
 (``-`` for a negative one, no padding), followed by ``<eos>``:
 
-    "123+045="  -> "168"      a, b in [0, 999]
-    "123-450="  -> "-327"     a, b in [0, 999]
-    "012*034="  -> "408"      a, b in [0, 99] (the hard part: imperfect on purpose)
+    "23+45="  -> "68"      a, b in [0, 99]
+    "23-45="  -> "-22"     a, b in [0, 99]
+    "23*07="  -> "161"     a in [0, 99], b in [0, 9] (the hard part: imperfect on purpose)
 
 The splits are disjoint by construction: a problem's bucket is the CRC-32 of
 its prompt modulo 10; bucket 0 is the held-out ``test`` split, bucket 1 the
@@ -26,8 +26,9 @@ _INDEX = {s: i for i, s in enumerate(VOCAB)}
 PAD_ID, BOS_ID, EOS_ID = _INDEX[PAD], _INDEX[BOS], _INDEX[EOS]
 
 OPS = ("+", "-", "*")
-PROMPT_LEN = 8        # "ddd?ddd="
-MAX_ANSWER_LEN = 4    # "-999", "1998", "9801"
+DIGITS = 2
+PROMPT_LEN = 2 * DIGITS + 2   # "dd?dd="
+MAX_ANSWER_LEN = 3            # "-99", "198", "891"
 SPLITS = {"test": (0,), "calib": (1,), "train": tuple(range(2, 10))}
 
 
@@ -52,11 +53,12 @@ def decode(tokens: list[int]) -> str:
 
 
 def solve(prompt: str) -> str:
-    """The exact answer of a prompt ``ddd<op>ddd=``."""
-    if len(prompt) != PROMPT_LEN or prompt[3] not in OPS or prompt[-1] != "=" or \
-            not (prompt[:3] + prompt[4:7]).isdigit():
-        raise ValueError(f"prompt {prompt!r} is not of the form ddd<op>ddd= with op in {OPS}")
-    a, op, b = int(prompt[:3]), prompt[3], int(prompt[4:7])
+    """The exact answer of a prompt ``dd<op>dd=``."""
+    d = DIGITS
+    if len(prompt) != PROMPT_LEN or prompt[d] not in OPS or prompt[-1] != "=" or \
+            not (prompt[:d] + prompt[d + 1:-1]).isdigit():
+        raise ValueError(f"prompt {prompt!r} is not of the form dd<op>dd= with op in {OPS}")
+    a, op, b = int(prompt[:d]), prompt[d], int(prompt[d + 1:-1])
     return str(a + b if op == "+" else a - b if op == "-" else a * b)
 
 
@@ -71,8 +73,7 @@ def split_of(prompt: str) -> str:
 
 def _draw(rng: random.Random) -> str:
     op = OPS[rng.randrange(3)]
-    top = 99 if op == "*" else 999
-    return f"{rng.randint(0, top):03d}{op}{rng.randint(0, top):03d}="
+    return f"{rng.randint(0, 99):02d}{op}{rng.randint(0, 9 if op == '*' else 99):02d}="
 
 
 def make_split(name: str, n: int, seed: int) -> list[tuple[str, str]]:
@@ -80,7 +81,7 @@ def make_split(name: str, n: int, seed: int) -> list[tuple[str, str]]:
 
     Operators are equally likely; a drawn problem of another split is
     rejected, so the splits never share a prompt. Pairs may repeat within a
-    split (the test split holds about 120 000 problems).
+    split (the test split holds about 2 100 distinct problems).
     """
     if name not in SPLITS:
         raise ValueError(f"split {name!r} is unknown; use one of {sorted(SPLITS)}")
@@ -108,3 +109,8 @@ def example_tokens(prompt: str, answer: str) -> tuple[list[int], list[int]]:
     start = 1 + len(prompt)  # index of the first answer token
     mask = [1 if start - 1 <= t < len(toks) - 1 else 0 for t in range(len(toks))]
     return toks, mask
+
+
+def op_of(prompt: str) -> str:
+    """The operator of a prompt."""
+    return prompt[DIGITS]
