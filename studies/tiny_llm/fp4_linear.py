@@ -25,7 +25,10 @@ from .generate import batch_tokens
 # + SR on the gradients (with the RHT, as TransformerEngine's NVFP4 recipe combines them).
 FORMATS = ("hif4.v14", "mxfp4.ocp", "nvfp4.te")
 RHT_SIZE = 16  # TransformerEngine's size, with its sign vector (fp4emu.rht signs="te")
-SEQ_LEN = 16   # <bos> + 8 prompt + at most 4 answer + <eos> = 14, padded to 16
+# <bos> prompt answer <eos> padded to 16 tokens: B x 16 tokens hold the blocks of 64 along the
+# token axis (weight gradient) for any batch B that is a multiple of 4.
+SEQ_LEN = 16
+assert 2 + task.PROMPT_LEN + task.MAX_ANSWER_LEN <= SEQ_LEN
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,10 +17,10 @@ mean and spread over seeds: the summary's form (its 1B-30B figures: pure
 HiF4 1.11 %, MXFP4 3.85 %; + RHT 0.97 % and 2.06 %; MXFP4 + SR + RHT 1.42 %).
 Greedy exact match on ``--eval-n`` held-out problems closes each run.
 
-    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.fp4_pretrain_study --seeds 0 1 2 --threads 2
+    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.fp4_pretrain_study --seeds 0 1 2 --jobs 2
 
 writes fp4_pretrain.{json,csv,png} to ``--out`` (studies/results/tiny_llm).
-The same seeds, sizes and thread count give the same numbers.
+The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ PAPER = {"HiF4": 1.11, "MXFP4": 3.85, "HiF4+RHT": 0.97, "MXFP4+RHT": 2.06, "MXFP
 
 
 def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, lr: float, warmup: int,
-          threads: int, eval_n: int, bar: Progress | None = None, done: int = 0) -> dict:
+          threads: int, eval_n: int) -> dict:
     """One pre-training run; returns its per-step losses, final exact match and seconds."""
     if batch % 4:
         raise ValueError(f"batch={batch} must be a multiple of 4 (token-axis FP4 blocks of 64)")
@@ -71,8 +71,6 @@ def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss))
-        if bar is not None:
-            bar.update(done + step + 1, f"{prec.name} seed {seed} loss {float(loss):.3f}")
     seconds = time.monotonic() - t0
     model.eval()
     em = exact_match(model, task.make_split("test", eval_n, 777)) if eval_n else float("nan")
@@ -143,12 +141,17 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     ax[1].legend(fontsize=7, ncol=2)
     q = [r for r in rows if r["recipe"] is not None]
     y = np.arange(len(q))
-    ax[2].barh(y, [r["rel_err_pct"] for r in q], color=[colors.get(r["precision"].split("+")[0], "C7") for r in q],
-               alpha=0.7, label="this model (mean over seeds)")
+    bars = ax[2].barh(y, [r["rel_err_pct"] for r in q],
+                      color=[colors.get(r["precision"].split("+")[0], "C7") for r in q], alpha=0.7,
+                      label="this model (mean over seeds)")
+    for b, r in zip(bars, q):  # the variant by hatching, as the curves' line styles
+        b.set_hatch({"": "", "RHT": "//", "RHT+SR": ".."}[r["precision"].partition("+")[2]])
+    starred = False
     for i, r in enumerate(q):
         ax[2].plot([r["rel_err_min_pct"], r["rel_err_max_pct"]], [i, i], color="k", lw=1)
         if r["paper_rel_err_pct"] is not None:
-            ax[2].plot(r["paper_rel_err_pct"], i, "k*", ms=9, label="summary, 1B-30B" if i == 0 else None)
+            ax[2].plot(r["paper_rel_err_pct"], i, "k*", ms=9, label=None if starred else "summary, 1B-30B")
+            starred = True
     ax[2].set_yticks(y, [r["precision"] for r in q])
     ax[2].invert_yaxis()
     ax[2].axvline(0, color="k", lw=0.6)
@@ -160,14 +163,30 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     plt.close(fig)
 
 
+def map_runs(fn, todo: list[tuple], jobs: int, label: str, progress: bool = True) -> list:
+    """[fn(*t) for t in todo], in ``jobs`` processes when jobs > 1 (spawned: no forked torch threads); a
+    progress bar counts finished runs. Each run seeds itself, so the results do not depend on ``jobs``."""
+    bar = Progress(len(todo), label, progress)
+    if jobs <= 1:
+        out = []
+        for i, t in enumerate(todo):
+            out.append(fn(*t))
+            bar.update(i + 1)
+        return out
+    import concurrent.futures as cf
+    import multiprocessing
+    with cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(fn, *t) for t in todo]
+        for i, _ in enumerate(cf.as_completed(futures)):
+            bar.update(i + 1)
+        return [f.result() for f in futures]
+
+
 def run(seeds, steps, batch, lr, warmup, threads, eval_n, tail, cfg: ModelConfig, formats=FORMATS,
-        progress: bool = True) -> tuple[list[dict], list[dict]]:
-    precs = precisions(formats)
-    bar = Progress(len(precs) * len(seeds) * steps, "fp4 pretrain", progress)
-    runs = []
-    for seed in seeds:
-        for p in precs:
-            runs.append(train(cfg, p, seed, steps, batch, lr, warmup, threads, eval_n, bar, len(runs) * steps))
+        progress: bool = True, jobs: int = 1) -> tuple[list[dict], list[dict]]:
+    """Every precision x seed, in ``jobs`` processes; returns the runs and the summary rows."""
+    todo = [(cfg, p, seed, steps, batch, lr, warmup, threads, eval_n) for seed in seeds for p in precisions(formats)]
+    runs = map_runs(train, todo, jobs, "fp4 pretrain (runs)", progress)
     return runs, summarize(runs, tail)
 
 
@@ -179,19 +198,20 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch and fp4emu threads per run")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel processes")
     ap.add_argument("--eval-n", type=int, default=200, help="held-out problems of the final exact match")
     ap.add_argument("--tail", type=float, default=0.1, help="share of the last steps whose mean loss is final")
     ap.add_argument("--formats", nargs="+", default=list(FORMATS))
-    ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--intermediate", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=d.hidden_size)
+    ap.add_argument("--intermediate", type=int, default=d.intermediate_size)
+    ap.add_argument("--layers", type=int, default=d.num_layers)
     ap.add_argument("--heads", type=int, default=d.num_heads)
     ap.add_argument("--kv-heads", type=int, default=d.num_kv_heads)
     ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
-    for name in ("steps", "batch", "threads"):
+    for name in ("steps", "batch", "threads", "jobs"):
         if getattr(a, name) < 1:
             ap.error(f"--{name} must be >= 1 (got {getattr(a, name)})")
     if a.batch % 4:
@@ -209,7 +229,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     t0 = time.monotonic()
     runs, rows = run(a.seeds, a.steps, a.batch, a.lr, a.warmup, a.threads, a.eval_n, a.tail, cfg, a.formats,
-                     not a.no_progress)
+                     not a.no_progress, a.jobs)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"args": vars(a), "config": json.loads(cfg.to_json()), "parameters": num_parameters(TinyQwen(cfg)),

@@ -25,10 +25,10 @@ Held-out greedy exact match every ``--eval-every`` steps with the rollout
 model (the policy as deployed), on ``--eval-n`` test problems, and the mean
 reward per step, for each seed.
 
-    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rl_study --seeds 0 1 2 --threads 2
+    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rl_study --seeds 0 1 2 --jobs 2
 
 reads data/tiny_llm/model.safetensors and writes rl.{json,csv,png} to
-``--out``. The same seeds, sizes and thread count give the same numbers.
+``--out``. The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ from . import task
 from .fp4_linear import SEQ_LEN
 from .generate import exact_match, token_logprobs
 from .model import load
-from .pretrain import Progress, setup_torch
+from .fp4_pretrain_study import map_runs
+from .pretrain import setup_torch
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 CHECKPOINT = ROOT / "data" / "tiny_llm" / "model.safetensors"
@@ -130,7 +131,7 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
 
 def train_run(ckpt, s: Setting, seed: int, steps: int, prompts: int, group: int, lr: float, epochs: int,
               clip: float, temperature: float, threads: int, eval_every: int, eval_n: int,
-              bar: Optional[Progress] = None, done: int = 0, train_sr: bool = False) -> dict:
+              train_sr: bool = False) -> dict:
     setup_torch(seed, threads)
     policy, rollout = build_models(ckpt, s, seed, threads, train_sr)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -168,9 +169,6 @@ def train_run(ckpt, s: Setting, seed: int, steps: int, prompts: int, group: int,
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             rollout.load_state_dict(policy.state_dict())
             evaluate(step + 1)
-        if bar is not None:
-            bar.update(done + step + 1, f"{s.name} seed {seed} reward {log['reward'][-1]:.2f} "
-                                        f"em {log['eval'][-1]['exact_match']:.3f}")
     return log
 
 
@@ -230,14 +228,12 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
 
 
 def run(ckpt, seeds, steps, prompts, group, lr, epochs, clip, temperature, threads, eval_every, eval_n,
-        formats=("hif4.v14", "mxfp4.ocp"), names=None, progress=True, train_sr=False):
+        formats=("hif4.v14", "mxfp4.ocp"), names=None, progress=True, train_sr=False, jobs=1):
+    """Every setting x seed, in ``jobs`` processes; returns the runs and the summary rows."""
     sets = [s for s in settings(formats) if names is None or s.name in names]
-    bar = Progress(len(sets) * len(seeds) * steps, "rl", progress)
-    runs = []
-    for seed in seeds:
-        for s in sets:
-            runs.append(train_run(ckpt, s, seed, steps, prompts, group, lr, epochs, clip, temperature, threads,
-                                  eval_every, eval_n, bar, len(runs) * steps, train_sr))
+    todo = [(str(ckpt), s, seed, steps, prompts, group, lr, epochs, clip, temperature, threads, eval_every, eval_n,
+             train_sr) for seed in seeds for s in sets]
+    runs = map_runs(train_run, todo, jobs, "rl (runs)", progress)
     return runs, summarize(runs)
 
 
@@ -252,7 +248,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=2, help="policy updates per rollout batch")
     ap.add_argument("--clip", type=float, default=0.2)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch and fp4emu threads per run")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel processes")
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--eval-n", type=int, default=300)
     ap.add_argument("--formats", nargs="+", default=["hif4.v14", "mxfp4.ocp"])
@@ -261,7 +258,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
-    for name in ("steps", "prompts", "group", "epochs", "threads", "eval_every", "eval_n"):
+    for name in ("steps", "prompts", "group", "epochs", "threads", "jobs", "eval_every", "eval_n"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
     if a.prompts * a.group % 4:
@@ -273,7 +270,7 @@ def main(argv=None) -> int:
         ap.error(f"--checkpoint {a.checkpoint} does not exist; run studies.tiny_llm.pretrain first")
     t0 = time.monotonic()
     runs, rows = run(a.checkpoint, a.seeds, a.steps, a.prompts, a.group, a.lr, a.epochs, a.clip, a.temperature,
-                     a.threads, a.eval_every, a.eval_n, a.formats, a.settings, not a.no_progress, a.train_sr)
+                     a.threads, a.eval_every, a.eval_n, a.formats, a.settings, not a.no_progress, a.train_sr, a.jobs)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"args": vars(a), "seconds": time.monotonic() - t0, "load_avg_at_end": os.getloadavg()}

@@ -37,10 +37,11 @@ def test_apply_wraps_every_projection_and_fp32_wraps_nothing():
 
 
 def test_padded_batch_gives_a_token_count_blocks_divide():
-    tokens, mask = padded_batch(["012+345="] * 4, ["357"] * 4)
-    assert tokens.shape == (4, 16) and mask.sum() == 4 * 4
+    prompts, answers = zip(*task.make_split("train", 4, 0))
+    tokens, mask = padded_batch(prompts, answers)
+    assert tokens.shape == (4, 16) and mask.sum() == sum(len(a) + 1 for a in answers)
     with pytest.raises(ValueError, match="seq_len"):
-        padded_batch(["012+345="], ["357"], seq_len=8)
+        padded_batch(prompts, answers, seq_len=task.PROMPT_LEN)
 
 
 def test_fp4_runs_start_equal_and_then_differ(runs):

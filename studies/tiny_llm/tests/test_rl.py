@@ -42,12 +42,13 @@ def test_clipped_loss_stops_the_gradient_beyond_the_clip():
 
 def test_sample_masks_the_sampled_tokens_up_to_eos(ckpt):
     model = load(ckpt)
-    runs = [rl.sample(model, ["012+345=", "099*011="], 3, 1.0, torch.Generator().manual_seed(5)) for _ in range(2)]
+    prompts = [p for p, _ in task.make_split("train", 2, 0)]
+    runs = [rl.sample(model, prompts, 3, 1.0, torch.Generator().manual_seed(5)) for _ in range(2)]
     (tokens, mask, texts), (tokens2, _, texts2) = runs
     assert torch.equal(tokens, tokens2) and texts == texts2 and tokens.shape == (6, 16)
     for row, m, text in zip(tokens, mask, texts):
         pos = m.nonzero().flatten()
-        assert pos[0] == 8 and bool((pos.diff() == 1).all())  # from the last prompt token, contiguous
+        assert pos[0] == task.PROMPT_LEN and bool((pos.diff() == 1).all())  # from the last prompt token on
         sampled = row[pos + 1].tolist()
         assert task.decode(sampled) == text and (task.EOS_ID not in sampled[:-1])
         assert bool((row[pos[-1] + 2:] == task.PAD_ID).all())
