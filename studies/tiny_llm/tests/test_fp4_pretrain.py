@@ -73,3 +73,12 @@ def test_command_line_refuses_bad_sizes(capsys):
         with pytest.raises(SystemExit) as e:
             study.main(args + ["--no-progress"])
         assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_parallel_runs_give_the_same_numbers(runs):
+    # Two spawned processes, each run seeded by itself: the same losses as in this process.
+    par, rows = study.run([0], cfg=CFG, formats=("hif4.v14",), jobs=2, progress=False, tail=0.5,
+                          **{k: v for k, v in KW.items()})
+    assert [r["precision"] for r in par] == ["fp32", "HiF4", "HiF4+RHT", "HiF4+RHT+SR"]
+    assert par[0]["loss"] == runs["fp32"]["loss"] and par[1]["loss"] == runs["HiF4"]["loss"]
+    assert [r["precision"] for r in rows] == [r["precision"] for r in par]
