@@ -447,6 +447,26 @@ def rht(x: Any, b: int = 16, seed: int = 0, signs: str = "seeded", inverse: bool
     return _core.rht(_np.ascontiguousarray(rows), int(b), int(seed), signs, bool(inverse)).reshape(a.shape)
 
 
+def transform_operands(x: Any, w: Any, recipe: str, transform: str, calib: Any = None) -> tuple:
+    """The operands ``--transform`` makes of activations ``x`` (m × d) and weights ``w`` (n × d) before quantization.
+
+    ``transform`` as :func:`underflow` takes it (docs/analysis.md §4): for
+    ``rht[...]`` and ``smoothquant[...]``, (X', W', None) with X' W'^T =
+    X W^T in exact arithmetic; SmoothQuant's scales come from ``calib``
+    (m' × d activations of another batch) when given, else from ``x``. For
+    ``occ[:q=Q]``, (clamp(X), W, X - clamp(X)): the compensation is added,
+    unquantized, to Q(clamp(X)). ``recipe`` sets the default RHT size (its
+    block). float32 arrays.
+
+    Example::
+
+        >>> xs, ws, comp = fp4emu.transform_operands(x, w, "mxfp4.ocp", "smoothquant:alpha=0.5", calib=x_old)
+        >>> y4 = fp4emu.fake_quant(xs, "mxfp4.ocp") @ fp4emu.fake_quant(ws, "mxfp4.ocp").T
+    """
+    f32 = lambda a: _contiguous(_as_input(a, "f32")[0])  # noqa: E731
+    return _core.transform_operands(f32(x), f32(w), recipe, transform, None if calib is None else f32(calib))
+
+
 def tensor_role(name: str) -> dict:
     """What a dump tensor's name says: ``{"layer": int | None, "kind": "qkv_in" | "o_in" | "gateup_in" | "down_in" | "", "proj": ...}``.
 

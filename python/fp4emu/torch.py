@@ -29,7 +29,7 @@ from torch import nn
 
 from . import _as_input, _core, _sr_args
 
-__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "dump_activations", "rht",
+__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "capture_inputs", "dump_activations", "rht",
            "Fp4Linear", "fp4_training"]
 
 
@@ -111,33 +111,73 @@ class QuantizedLinear(nn.Module):
     Blocks run along the reduction axis (in_features) for both. ``residual``:
     None, or a Rollout-ResQ sparsity pattern ("dense", "2:4", "channel50",
     ... as ``fp4emu resq --pattern``): the input becomes Q(X) + S(Q(X - Q(X))).
-    Gradients pass straight through the quantizers.
+    ``inputs=False`` leaves the input in full precision (W4A16 with
+    ``weights=True``). ``transform`` ("rht[...]", "smoothquant[...]",
+    "occ[...]", as ``fp4emu underflow --transform``) maps X and W to the
+    operands of :func:`fp4emu.transform_operands` before they are quantized
+    (OCC's compensation is added unquantized); ``calib`` is the activation
+    batch SmoothQuant's scales are calibrated on (default: each input itself).
+    Gradients pass straight through the quantizers (and the transform).
     """
 
     def __init__(self, linear: nn.Linear, recipe: str, residual: Optional[str] = None, weights: bool = False,
-                 options: Optional[dict] = None):
+                 options: Optional[dict] = None, inputs: bool = True, transform: Optional[str] = None,
+                 calib: Optional[torch.Tensor] = None):
         super().__init__()
         self.linear = linear
         self.recipe = recipe
         self.residual = None if residual in (None, "none") else residual
         self.weights = weights
+        self.inputs = inputs
+        self.transform = None if transform in (None, "none") else transform
+        self.calib = None if calib is None else calib.detach().reshape(-1, calib.shape[-1]).float().cpu().contiguous()
         self.options = dict(options or {})
         if self.residual is not None and self.residual != "dense":
             # Checked now, not at the first forward.
             _core.sparsity_mask(np.zeros((1, 1), np.float32), self.residual)
+        if self.residual is not None and not inputs:
+            raise ValueError(f"residual='{self.residual}' is a correction of the quantized input: it needs inputs=True")
+        if self.transform is not None:  # parsed and fitted to the layer now, not at the first forward
+            _core.transform_operands(np.ones((1, linear.in_features), np.float32),
+                                     linear.weight.detach().float().cpu().numpy(), recipe, self.transform,
+                                     None if self.calib is None else self.calib.numpy())
+
+    def _quantize_input(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.inputs:
+            return x
+        if self.residual is None:
+            return FakeQuantize.apply(x, self.recipe, -1, self.options)
+        return _ResQ.apply(x, self.recipe, self.residual, self.options)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        if self.residual is None:
-            xq = FakeQuantize.apply(x, self.recipe, -1, self.options)
-        else:
-            xq = _ResQ.apply(x, self.recipe, self.residual, self.options)
         w = self.linear.weight
+        if self.transform is not None:
+            return self._transformed(x, w)
+        xq = self._quantize_input(x)
         if self.weights:
             w = FakeQuantize.apply(w, self.recipe, -1, self.options)
         return nn.functional.linear(xq, w, self.linear.bias)
 
+    def _transformed(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        x2 = x.detach().reshape(-1, x.shape[-1]).float().cpu().contiguous()
+        xo, wo, comp = _core.transform_operands(x2.numpy(), w.detach().float().cpu().contiguous().numpy(),
+                                                self.recipe, self.transform,
+                                                None if self.calib is None else self.calib.numpy())
+        xq = self._quantize_input(torch.from_numpy(xo))
+        if comp is not None:
+            xq = xq + torch.from_numpy(comp)
+        wq = FakeQuantize.apply(torch.from_numpy(wo), self.recipe, -1, self.options) if self.weights \
+            else torch.from_numpy(wo)
+        with torch.no_grad():
+            yq = (xq @ wq.T).reshape(*x.shape[:-1], w.shape[0]).to(device=x.device, dtype=x.dtype)
+        # The transformed, quantized product forward; the plain layer's gradient backward.
+        y = nn.functional.linear(x, w)
+        y = y + (yq - y).detach()
+        return y if self.linear.bias is None else y + self.linear.bias
+
     def extra_repr(self) -> str:  # noqa: D102
-        return f"recipe={self.recipe}, residual={self.residual}, weights={self.weights}"
+        return (f"recipe={self.recipe}, residual={self.residual}, weights={self.weights}, inputs={self.inputs}, "
+                f"transform={self.transform}")
 
 
 def _selected_linears(model: nn.Module, modules: str):
@@ -146,12 +186,16 @@ def _selected_linears(model: nn.Module, modules: str):
 
 
 def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.*", residual: Optional[str] = None,
-                           weights: bool = False, **options: Any) -> list[str]:
+                           weights: bool = False, inputs: bool = True, transform: Optional[str] = None,
+                           calib: Optional[dict] = None, **options: Any) -> list[str]:
     """Replace every ``nn.Linear`` of ``model`` whose name matches ``modules`` by a :class:`QuantizedLinear`.
 
     ``modules`` is a shell glob over the module's full name (``*`` also
     crosses dots), as ``fp4emu compare --tensor``. ``options`` go to
-    :func:`fake_quant` (rounding, tail, threads, impl). Returns the names
+    :func:`fake_quant` (rounding, tail, threads, impl). ``inputs``,
+    ``transform``: as :class:`QuantizedLinear`; ``calib``: {module name:
+    activation batch} for SmoothQuant's calibration (e.g. the inputs
+    :func:`capture_inputs` records on another batch). Returns the names
     replaced; ValueError when none matches.
 
     Example::
@@ -163,14 +207,52 @@ def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; use rounding, tail, threads, impl or global_amax")
     selected = _selected_linears(model, modules)
+    missing = [] if calib is None else [n for n, _ in selected if n not in calib]
+    if missing:
+        raise ValueError(f"calib has no activations for {missing[:3]}; give one per selected module")
     if not selected:
         raise ValueError(f"modules='{modules}' matches no nn.Linear of the model; names look like "
                          f"{[n for n, m in model.named_modules() if isinstance(m, nn.Linear)][:3]}")
     for name, lin in selected:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, attr, QuantizedLinear(lin, recipe, residual=residual, weights=weights, options=options))
+        setattr(parent, attr, QuantizedLinear(lin, recipe, residual=residual, weights=weights, options=options,
+                                              inputs=inputs, transform=transform,
+                                              calib=None if calib is None else calib[name]))
     return [n for n, _ in selected]
+
+
+def capture_inputs(model: nn.Module, inputs: Any, modules: str = "*") -> dict:
+    """Run ``model(inputs)`` without gradients and return {module name: its input, tokens x features, float32}.
+
+    The in-memory form of :func:`dump_activations` (a module called several
+    times: its inputs concatenated along tokens), e.g. the calibration batch
+    of ``quantize_linear_inputs(..., transform="smoothquant", calib=...)``.
+    """
+    selected = _selected_linears(model, modules)
+    if not selected:
+        raise ValueError(f"modules='{modules}' matches no nn.Linear of the model")
+    got: dict = {}
+
+    def hook(name):
+        def record(module, args):
+            x = args[0].detach()
+            got.setdefault(name, []).append(x.reshape(-1, x.shape[-1]).float().cpu())
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(n)) for n, m in selected]
+    try:
+        with torch.no_grad():
+            if isinstance(inputs, dict):
+                model(**inputs)
+            elif isinstance(inputs, (tuple, list)):
+                model(*inputs)
+            else:
+                model(inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: torch.cat(v) for n, v in got.items()}
 
 
 def rht(t: torch.Tensor, b: int = 16, axis: int = -1, seed: int = 0, signs: str = "seeded",

@@ -548,6 +548,40 @@ py::dict underflow_call(const py::array& x, const std::string& dtype, const std:
   return d;
 }
 
+// The operands a transform makes of X (m x d) and W (n x d) before both are
+// quantized (docs/analysis.md §4): X' and W' with X' W'^T = X W^T for RHT and
+// SmoothQuant (`calib`: the activations the scales are calibrated on, else X
+// itself), clamp(X) and W for OCC, whose compensation X - clamp(X) stays in
+// full precision. Returns (X', W', compensation or None).
+py::tuple transform_operands_call(const py::array& x, const py::array& w, const std::string& recipe,
+                                  const std::string& transform, const std::optional<py::array>& calib) {
+  const analysis::TransformSpec spec = analysis::parse_transform(transform);
+  if (!spec.calib.empty())
+    throw InputError("transform calib= (a calibration dump) is for the command line only; pass calib=array");
+  QuantOptions o;
+  o.recipe = recipe;
+  std::vector<float> unused;
+  const TensorRef xr = input_ref(x, InputDType::f32, unused);
+  const Tensor wt = to_dense_f32(w);
+  if (xr.shape.size() != 2 || wt.shape.size() != 2 || wt.shape[1] != xr.shape[1])
+    throw InputError(fmt::format("transform_operands: x must be m x d and w n x d, got x {} and w {}",
+                                 io::shape_string(xr.shape), io::shape_string(wt.shape)));
+  std::optional<Tensor> cal;
+  if (calib) cal = to_dense_f32(*calib);
+  const int block = block_size(resolve_options(o, xr.shape).recipe->format);
+  const analysis::PreparedTransform t(spec, block, xr, &wt, cal ? &*cal : nullptr);
+  Tensor xo = t.operand(xr);
+  Tensor wo = t.weights(wt);
+  py::object comp = py::none();
+  if (spec.kind == analysis::TransformSpec::Kind::occ) {
+    // to_original(0) is the kept residual X - clamp(X), exact in double.
+    const std::vector<double> r = t.to_original(std::vector<float>(xr.data.size(), 0.0f));
+    comp = owning_array(std::vector<float>(r.begin(), r.end()), xr.shape);
+  }
+  return py::make_tuple(owning_array(std::move(xo.data), xo.shape), owning_array(std::move(wo.data), wo.shape),
+                        comp);
+}
+
 // One dict per pattern: the report row's metrics and its sums (so rows of
 // several tensors pool as the command does: sums added, dB averaged).
 py::list resq_call(const py::array& x, const std::string& dtype, const py::array& w, const std::string& recipe,
@@ -766,6 +800,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("read_tensors", &read_tensors, py::arg("path"), py::arg("patterns"));
   m.def("underflow", &underflow_call, py::arg("x"), py::arg("input_dtype"), py::arg("recipe"), py::arg("transform"),
         py::arg("weights"), py::arg("threads"));
+  m.def("transform_operands", &transform_operands_call, py::arg("x"), py::arg("w"), py::arg("recipe"),
+        py::arg("transform"), py::arg("calib"));
   m.def("resq", &resq_call, py::arg("x"), py::arg("input_dtype"), py::arg("w"), py::arg("recipe"),
         py::arg("patterns"), py::arg("seed"), py::arg("threads"));
   m.def(
