@@ -24,6 +24,8 @@ from .generate import batch_tokens
 # Rows of the summary's ablation: every format pure, + RHT on the weight-gradient inputs,
 # + SR on the gradients (with the RHT, as TransformerEngine's NVFP4 recipe combines them).
 FORMATS = ("hif4.v14", "mxfp4.ocp", "nvfp4.te")
+# Short names in tables and plots; mxfp4.rceil (the round-up scale, which never clips) on request.
+SHORT = {"hif4.v14": "HiF4", "mxfp4.ocp": "MXFP4", "nvfp4.te": "NVFP4", "mxfp4.rceil": "MXFP4-rceil"}
 RHT_SIZE = 16  # TransformerEngine's size, with its sign vector (fp4emu.rht signs="te")
 # <bos> prompt answer <eos> padded to 16 tokens: B x 16 tokens hold the blocks of 64 along the
 # token axis (weight gradient) for any batch B that is a multiple of 4.
@@ -50,9 +52,8 @@ class Precision:
 def precisions(formats=FORMATS) -> list[Precision]:
     """fp32, then for each format: pure FP4, + RHT, + RHT + SR."""
     out = [Precision("fp32")]
-    short = {"hif4.v14": "HiF4", "mxfp4.ocp": "MXFP4", "nvfp4.te": "NVFP4"}
     for f in formats:
-        n = short.get(f, f)
+        n = SHORT[f]
         out += [Precision(f"{n}", f), Precision(f"{n}+RHT", f, rht=True), Precision(f"{n}+RHT+SR", f, True, True)]
     return out
 

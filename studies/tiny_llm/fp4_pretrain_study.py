@@ -37,7 +37,7 @@ import time
 import torch
 
 from . import task
-from .fp4_linear import FORMATS, Precision, padded_batch, precisions
+from .fp4_linear import FORMATS, SHORT, Precision, padded_batch, precisions
 from .generate import exact_match, token_logprobs
 from .model import ModelConfig, TinyQwen, num_parameters
 from .pretrain import Progress, lr_at, setup_torch
@@ -112,7 +112,7 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     names = [r["precision"] for r in rows]
     fp32 = {r["seed"]: np.array(r["loss"]) for r in runs if r["recipe"] is None}
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.6))
-    colors = {"fp32": "k", "HiF4": "C0", "MXFP4": "C3", "NVFP4": "C2"}
+    colors = {"fp32": "k", "HiF4": "C0", "MXFP4": "C3", "NVFP4": "C2", "MXFP4-rceil": "C1"}
     styles = {"": "-", "+RHT": "--", "+RHT+SR": ":"}
     kern = np.ones(smooth) / smooth
     for name in names:
@@ -218,9 +218,9 @@ def main(argv=None) -> int:
         ap.error(f"--batch {a.batch}: use a multiple of 4 (the token axis holds FP4 blocks of up to 64)")
     if not 0 < a.tail <= 1:
         ap.error(f"--tail {a.tail}: use a share in (0, 1]")
-    bad = [f for f in a.formats if f not in FORMATS]
+    bad = [f for f in a.formats if f not in SHORT]
     if bad:
-        ap.error(f"--formats {bad}: use some of {list(FORMATS)}")
+        ap.error(f"--formats {bad}: use some of {list(SHORT)}")
     try:
         cfg = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=a.hidden, intermediate_size=a.intermediate,
                           num_layers=a.layers, num_heads=a.heads, num_kv_heads=a.kv_heads)

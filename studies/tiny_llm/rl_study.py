@@ -48,7 +48,7 @@ import torch
 import fp4emu.torch as ft
 
 from . import task
-from .fp4_linear import SEQ_LEN
+from .fp4_linear import SEQ_LEN, SHORT
 from .generate import exact_match, token_logprobs
 from .model import load
 from .fp4_pretrain_study import map_runs
@@ -68,10 +68,9 @@ class Setting:
 
 
 def settings(formats=("hif4.v14", "mxfp4.ocp")) -> list[Setting]:
-    short = {"hif4.v14": "HiF4", "mxfp4.ocp": "MXFP4", "nvfp4.te": "NVFP4"}
     out = [Setting("fp32")]
     for f in formats:
-        n = short.get(f, f)
+        n = SHORT[f]
         out += [Setting(n, f, None, f), Setting(f"{n}+ResQ", f, "2:4", f), Setting(f"{n}-fp32train", f, None, None)]
     return out
 
@@ -196,15 +195,15 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    colors = {"fp32": "k", "HiF4": "C0", "MXFP4": "C3", "NVFP4": "C2"}
+    colors = {"fp32": "k", "HiF4": "C0", "MXFP4": "C3", "NVFP4": "C2", "MXFP4-rceil": "C1"}
     styles = {"": "-", "+ResQ": "--", "-fp32train": ":"}
     fig, ax = plt.subplots(1, 2, figsize=(13, 4.6))
     kern = np.ones(smooth) / smooth
     for r0 in rows:
         name = r0["setting"]
-        fmt = name.split("+")[0].split("-")[0]
-        var = name[len(fmt):]
-        c, ls = colors.get(fmt, "C7"), styles.get(var, "-")
+        fmt = "fp32" if r0["rollout"] is None else SHORT[r0["rollout"]]
+        var = "+ResQ" if r0["residual"] else "-fp32train" if r0["rollout"] and r0["train"] is None else ""
+        c, ls = colors.get(fmt, "C7"), styles[var]
         rs = [r for r in runs if r["setting"] == name]
         rew = np.array([np.convolve(r["reward"], kern, "valid") for r in rs])
         x = np.arange(smooth, smooth + rew.shape[1])
@@ -263,6 +262,8 @@ def main(argv=None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
     if a.prompts * a.group % 4:
         ap.error(f"--prompts {a.prompts} x --group {a.group} must be a multiple of 4 (token-axis FP4 blocks of 64)")
+    if set(a.formats) - set(SHORT):
+        ap.error(f"--formats {sorted(set(a.formats) - set(SHORT))}: use some of {list(SHORT)}")
     known = [s.name for s in settings(a.formats)]
     if a.settings and set(a.settings) - set(known):
         ap.error(f"--settings {sorted(set(a.settings) - set(known))} unknown; use some of {known}")

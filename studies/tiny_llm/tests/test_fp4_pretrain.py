@@ -82,3 +82,14 @@ def test_parallel_runs_give_the_same_numbers(runs):
     assert [r["precision"] for r in par] == ["fp32", "HiF4", "HiF4+RHT", "HiF4+RHT+SR"]
     assert par[0]["loss"] == runs["fp32"]["loss"] and par[1]["loss"] == runs["HiF4"]["loss"]
     assert [r["precision"] for r in rows] == [r["precision"] for r in par]
+
+
+def test_one_command_writes_json_csv_and_png(tmp_path):
+    assert study.main(["--seeds", "0", "--steps", "2", "--batch", "4", "--formats", "nvfp4.te", "--eval-n", "2",
+                       "--hidden", "64", "--intermediate", "128", "--layers", "1", "--jobs", "1", "--out",
+                       str(tmp_path), "--no-progress"]) == 0
+    import json
+    got = json.loads((tmp_path / "fp4_pretrain.json").read_text())
+    assert [r["precision"] for r in got["summary"]] == ["fp32", "NVFP4", "NVFP4+RHT", "NVFP4+RHT+SR"]
+    assert len(got["runs"][0]["loss"]) == 2 and (tmp_path / "fp4_pretrain.png").stat().st_size > 0
+    assert (tmp_path / "fp4_pretrain.csv").read_text().startswith("precision,")

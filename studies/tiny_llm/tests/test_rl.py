@@ -107,3 +107,13 @@ def test_command_line_refuses_bad_input(capsys, tmp_path):
         with pytest.raises(SystemExit) as e:
             rl.main(args + ["--no-progress"])
         assert e.value.code == 2 and msg in capsys.readouterr().err, args
+
+
+def test_one_command_writes_json_csv_and_png(ckpt, tmp_path):
+    assert rl.main(["--checkpoint", str(ckpt), "--seeds", "0", "--steps", "1", "--prompts", "4", "--group", "4",
+                    "--eval-n", "4", "--eval-every", "1", "--formats", "mxfp4.ocp", "--settings", "fp32",
+                    "MXFP4-fp32train", "--jobs", "1", "--threads", "1", "--out", str(tmp_path), "--no-progress"]) == 0
+    import json
+    got = json.loads((tmp_path / "rl.json").read_text())
+    assert [r["setting"] for r in got["summary"]] == ["fp32", "MXFP4-fp32train"]
+    assert (tmp_path / "rl.csv").read_text().startswith("setting,") and (tmp_path / "rl.png").stat().st_size > 0
