@@ -214,6 +214,7 @@ def _atomic_write(path: pathlib.Path, chunks: list[bytes]) -> None:
                 f.write(c)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 is for the temporary name only
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

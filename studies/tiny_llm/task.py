@@ -114,3 +114,17 @@ def example_tokens(prompt: str, answer: str) -> tuple[list[int], list[int]]:
 def op_of(prompt: str) -> str:
     """The operator of a prompt."""
     return prompt[DIGITS]
+
+
+def problems(name: str) -> list[tuple[str, str]]:
+    """Every distinct (prompt, answer) of split ``name``, in prompt order (the test split: 2 165 problems)."""
+    if name not in SPLITS:
+        raise ValueError(f"split {name!r} is unknown; use one of {sorted(SPLITS)}")
+    out = []
+    for op in OPS:
+        for a in range(100):
+            for b in range(10 if op == "*" else 100):
+                p = f"{a:02d}{op}{b:02d}="
+                if bucket(p) in SPLITS[name]:
+                    out.append((p, solve(p)))
+    return sorted(out)
