@@ -68,7 +68,9 @@ TEST(GemmGolden, AlphaFileAndKernelLayoutOperandScales) {
     ASSERT_EQ(alpha.shape, (std::vector<int64_t>{1})) << id;
     const float want = c.at("alpha_used").is_null() ? 1.0f : std::strtof(c.at("alpha_used").get<std::string>().c_str(), nullptr);
     EXPECT_EQ(f32_bits_at(alpha, 0), std::bit_cast<uint32_t>(want)) << id;
-    if (id.starts_with("nvfp4.te/")) EXPECT_FALSE(c.at("alpha_used").is_null()) << id;  // TE's alpha' always
+    if (id.starts_with("nvfp4.te/")) {
+      EXPECT_FALSE(c.at("alpha_used").is_null()) << id;  // TE's alpha' always
+    }
     // Operand scales in the kernel layout, byte for byte from the linear ones.
     const bool hif4 = c.at("format") == "hif4";
     const std::string layout = hif4 ? "hif4_cube" : "swizzled_128x4";

@@ -192,7 +192,10 @@ Tensor random_tensor(std::vector<int64_t> shape, std::mt19937_64& rng, double si
   t.data.resize(t.numel());
   std::normal_distribution<float> g(0.0f, static_cast<float>(sigma));
   std::uniform_int_distribution<int> outlier(0, 40);
-  for (float& v : t.data) v = g(rng) * (outlier(rng) == 0 ? 50.0f : 1.0f);
+  for (float& v : t.data) {
+    const float gain = outlier(rng) == 0 ? 50.0f : 1.0f;  // one draw per statement: operand order is the compiler's
+    v = g(rng) * gain;
+  }
   return t;
 }
 

@@ -809,7 +809,10 @@ TEST(Mxfp4Properties, SubnormalInputs) {
     const Recipe& r = mx(id);
     for (int n = 0; n < 2000; ++n) {
       Block x{};
-      for (float& v : x) v = from_bits(static_cast<uint32_t>(rng() % 0x800000u) | ((rng() & 1) ? 0x80000000u : 0u));
+      for (float& v : x) {
+        const uint32_t sign = (rng() & 1) ? 0x80000000u : 0u;  // one draw per statement: operand order is the compiler's
+        v = from_bits(static_cast<uint32_t>(rng() % 0x800000u) | sign);
+      }
       check_against_oracle(r, r.element_rounding, x);
       // Every clamping recipe gives 0x00 (X = 2^-127), so |y| < 2.
       const Quantized q = run(r, x);

@@ -1098,7 +1098,8 @@ std::vector<RandomCase> random_cases(int n, uint64_t seed) {
       if (k == 0) {
         v = 0.0f;
       } else {
-        v = std::ldexp(mant(rng), e0 - spread(rng));
+        const int below = spread(rng);  // one draw per statement: argument order is the compiler's
+        v = std::ldexp(mant(rng), e0 - below);
         if (k == 1) v = std::ldexp(std::round(std::ldexp(v, 3 - e0)), e0 - 3);  // coarse grid: many ties
       }
       if (rng() & 1) v = -v;
@@ -1109,8 +1110,10 @@ std::vector<RandomCase> random_cases(int n, uint64_t seed) {
       c.global_amax = amax;
     else if (k == 1)
       c.global_amax = std::ldexp(amax, -1 - static_cast<int>(rng() % 3));
-    else
-      c.global_amax = std::ldexp(amax * mant(rng), ratio(rng));
+    else {
+      const int e = ratio(rng);  // one draw per statement: argument order is the compiler's
+      c.global_amax = std::ldexp(amax * mant(rng), e);
+    }
   }
   return cases;
 }

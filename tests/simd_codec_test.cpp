@@ -24,13 +24,7 @@ namespace {
 
 using simd::CodecOp;
 
-class ForcedTarget {
- public:
-  explicit ForcedTarget(int64_t target) { simd::force_target(target); }
-  ~ForcedTarget() { simd::force_target(0); }
-  ForcedTarget(const ForcedTarget&) = delete;
-  ForcedTarget& operator=(const ForcedTarget&) = delete;
-};
+using simd::ForcedTarget;
 
 uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
 

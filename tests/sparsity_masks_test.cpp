@@ -19,7 +19,10 @@ std::vector<float> tie_heavy(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   const float grid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   std::vector<float> v(n);
-  for (float& x : v) x = grid[rng() % 8] * ((rng() & 1) ? -1.0f : 1.0f);
+  for (float& x : v) {
+    const float sign = (rng() & 1) ? -1.0f : 1.0f;  // one draw per statement: operand order is the compiler's
+    x = grid[rng() % 8] * sign;
+  }
   return v;
 }
 

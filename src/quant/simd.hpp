@@ -62,4 +62,14 @@ std::string dispatched_target();
 // Restricts dispatch to `target` (hwy::SetSupportedTargetsForTest); 0 undoes it.
 void force_target(int64_t target);
 
+// Restricts dispatch to one target for its lifetime (tests run a kernel on
+// every compiled target in turn).
+class ForcedTarget {
+ public:
+  explicit ForcedTarget(int64_t target) { force_target(target); }
+  ~ForcedTarget() { force_target(0); }
+  ForcedTarget(const ForcedTarget&) = delete;
+  ForcedTarget& operator=(const ForcedTarget&) = delete;
+};
+
 }  // namespace fp4emu::simd

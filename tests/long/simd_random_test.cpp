@@ -54,8 +54,16 @@ std::vector<float> chunk_values(uint64_t seed, bool bf16_only) {
   const int offset = static_cast<int>(seed % 61) - 30;  // tensor-wide magnitude shift
   for (float& x : v) {
     switch (kind) {
-      case 0: x = static_cast<float>(std::ldexp(mant(rng), exp40(rng) + offset)); break;  // 40 binades
-      case 1: x = gauss(rng) * ((rng() & 1023) == 0 ? 300.0f : 1.0f); break;            // activations
+      case 0: {  // 40 binades; one draw per statement: argument order is the compiler's
+        const int e = exp40(rng) + offset;
+        x = static_cast<float>(std::ldexp(mant(rng), e));
+        break;
+      }
+      case 1: {  // activations
+        const float gain = (rng() & 1023) == 0 ? 300.0f : 1.0f;
+        x = gauss(rng) * gain;
+        break;
+      }
       case 2: x = bf16_decode(static_cast<uint16_t>(rng())); break;                     // any bf16 pattern
       case 3: {                                                                         // near powers of two
         const float p = std::ldexp(1.0f, exp40(rng) + offset);
