@@ -20,6 +20,7 @@
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "src/gemm/operand.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -243,6 +244,67 @@ TEST(GemmOperands, PaddingBytesAreIgnored) {
   for (int64_t r = 0; r < a.rows; ++r)
     for (int64_t byte = 20; byte < 32; ++byte) a.codes[r * 32 + byte] = 0x77;  // +6 in the tail
   mismatches(gemm(a, b, o), want, "garbage in the padding");
+}
+
+// decode_fp32_operand (codes to fp32 in one pass, the operands of fma_fp32
+// and fast) against the integer form's element_fp32 (to_fp32_rows of
+// unpack_operand), bit for bit, on every compiled target and 1 and 3 threads:
+// every recipe, every code (−0 and ggml's +0 included), every scale byte
+// whose unit is finite (NaN blocks included), random HiF4 L2/L3 bits, every
+// nibble order, ragged k, both sides and both B layouts.
+TEST(GemmDecode, EveryTargetMatchesTheIntegerForm) {
+  using namespace gemm_detail;
+  std::mt19937_64 rng(26);
+  int checked = 0;
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    const int block = block_size(r.format);
+    for (int64_t k : {int64_t{7}, int64_t{3} * block + 5, int64_t{4} * block})
+      for (std::optional<NibbleOrder> order : {std::optional<NibbleOrder>{}, std::optional{NibbleOrder::split_half}})
+        for (auto [side, layout] : {std::pair{Side::a, BLayout::kn}, {Side::b, BLayout::kn}, {Side::b, BLayout::nk}}) {
+          const int axis = k_axis(side, layout);
+          std::vector<int64_t> shape = {11, 11};
+          shape[axis] = k;
+          Tensor x = random_tensor(shape, rng);
+          if (r.bf16_input_only)
+            for (float& v : x.data) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+          QuantOptions o;
+          o.recipe = std::string(r.id);
+          o.axis = axis;
+          o.tail = TailPolicy::pad;
+          o.nibble_order = order;
+          PackedTensor p = quantize(x, o);
+          for (uint8_t& c : p.codes) c = static_cast<uint8_t>(rng());
+          const ElementTables tables = checked_element_tables(p, side, layout);
+          const int scale_bytes = r.format == Format::hif4 ? 4 : 1;
+          for (int64_t i = 0; i < p.rows * p.blocks_per_row(); ++i) {
+            const std::vector<uint8_t> before(p.scales.begin() + i * scale_bytes,
+                                              p.scales.begin() + (i + 1) * scale_bytes);
+            for (int s = 0; s < scale_bytes; ++s) p.scales[i * scale_bytes + s] = static_cast<uint8_t>(rng());
+            if (std::isinf(tables.units[scale_word(p, i) & 0xFF]))  // refused by the reader: keep the quantizer's
+              std::copy(before.begin(), before.end(), p.scales.begin() + i * scale_bytes);
+          }
+          const std::vector<float> want = to_fp32_rows(make_operand(p, side, layout, 1, OperandForm::integers));
+          const std::string what = fmt::format("{} k {} side {} layout {} order {}", r.id, k, side_name(side),
+                                               to_string(layout), static_cast<int>(p.nibble_order));
+          const auto compare = [&](const DenseOperand& got, const std::string& where) {
+            ASSERT_EQ(got.values.size(), want.size()) << what;
+            int bad = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+              if (!same_bits(got.values[i], want[i]) && ++bad <= 3)
+                ADD_FAILURE() << what << where << " element " << i << ": decoded " << got.values[i]
+                              << ", integer form " << want[i];
+          };
+          for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+            hwy::SetSupportedTargetsForTest(target);
+            compare(decode_fp32_operand(p, side, layout, 1), std::string(" target ") + hwy::TargetName(target));
+          }
+          hwy::SetSupportedTargetsForTest(0);
+          compare(decode_fp32_operand(p, side, layout, 3), " 3 threads");
+          ++checked;
+        }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 // ---------------------------------------------------------------------------

@@ -42,6 +42,14 @@ const char* fast_gemm_library() {
 #endif
 }
 
+bool fast_gemm_has_own_threads() {
+#if FP4EMU_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c) {
 #if FP4EMU_HAVE_OPENBLAS
   if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {  // blasint is 32-bit in Debian's build

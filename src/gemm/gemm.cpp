@@ -133,20 +133,32 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   const size_t b_n_axis = options.b_layout == BLayout::kn ? 1 : 0;
   const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, b_n_axis);
   const int threads = options.threads != 0 || work >= (1 << 22) ? thread_count(options.threads) : 1;
-  // The scalar implementation stays single-threaded throughout.
-  const int unpack_threads = options.impl == GemmImpl::simd ? threads : 1;
-  const Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads);
-  const Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads);
+  // The scalar implementation stays single-threaded throughout. So does the
+  // decoding of `fast` when its sgemm has threads of its own (OpenBLAS): they
+  // busy-wait after a call, OpenMP's after a parallel region, and on a busy
+  // machine each pool then takes cores from the other (gemm_bench measured
+  // 2.4× the sgemm's time on 2 cores, 1.3× on one); decoding is ~1% of the work.
+  const bool own_threads = options.model == GemmModel::fast && fast_gemm_has_own_threads();
+  const int unpack_threads = options.impl == GemmImpl::simd && !own_threads ? threads : 1;
+  const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
+  // fma_fp32's and fast's fast forms read only the fp32 values: decode them
+  // straight from the codes (decode_fp32_operand), no integer form.
+  const OperandForm form = options.impl == GemmImpl::simd && (options.model == GemmModel::fast ||
+                                                                (simd && options.model == GemmModel::fma_fp32))
+                               ? OperandForm::fp32
+                               : OperandForm::integers;
+  const Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads, form);
+  const Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads, form);
   if (a.k() != b.k())
     throw InputError(options.b_layout == BLayout::kn
                          ? fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(),
                                        a.k(), b.k(), b.rows())
                          : fmt::format("A is {}×{} and B (W, --b-layout nk) is {}×{}: the k dimensions differ",
                                        a.rows(), a.k(), b.rows(), b.k()));
-  if (a.is_packed && b.is_packed && a.packed.format != b.packed.format)
+  if (a.format && b.format && *a.format != *b.format)
     throw InputError(fmt::format("A is {} and B is {}: a block-scaled GEMM needs one format on both sides "
                                  "(for mixed precision keep one operand dense)",
-                                 format_name(a.packed.format), format_name(b.packed.format)));
+                                 format_name(*a.format), format_name(*b.format)));
   const int block = a.is_packed ? a.packed.block : b.packed.block;
   const int64_t m = a.rows(), n = b.rows();
   check_epilogue_inputs(options, m, n);
@@ -154,15 +166,21 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   Tensor c;
   c.shape = {m, n};
   c.data.assign(m * n, 0.0f);
-  const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
+  // The fp32 rows of an operand: its values when dense or decoded, else
+  // to_fp32_rows of its integer form, held in `held`.
+  std::vector<float> held_a, held_b;
+  const auto fp32_rows = [&](const Operand& o, std::vector<float>& held) -> const std::vector<float>& {
+    if (!o.is_packed) return o.dense.values;
+    held = to_fp32_rows(o, threads);
+    return held;
+  };
   switch (options.model) {
     case GemmModel::fast:
-      fast_gemm(to_fp32_rows(a, threads).data(), to_fp32_rows(b, threads).data(), m, n, a.k(), threads,
-                c.data.data());
+      fast_gemm(fp32_rows(a, held_a).data(), fp32_rows(b, held_b).data(), m, n, a.k(), threads, c.data.data());
       break;
     case GemmModel::fma_fp32:
       if (simd) {
-        simd_fma_gemm(to_fp32_rows(a, threads), to_fp32_rows(b, threads), m, n, a.k(), threads, c.data.data());
+        simd_fma_gemm(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data());
       } else {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) c.data[i * n + j] = fma_fp32_dot(a, i, b, j);

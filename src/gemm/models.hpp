@@ -35,5 +35,8 @@ void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c);
 // "OpenBLAS" or "Eigen": which library fast_gemm calls.
 const char* fast_gemm_library();
+// True when fast_gemm runs on threads of its own (OpenBLAS's pthreads), not
+// OpenMP's: then the rest of the `fast` model runs on the calling thread.
+bool fast_gemm_has_own_threads();
 
 }  // namespace fp4emu::gemm_detail

@@ -132,9 +132,38 @@ Dyadic split_fp32(float x) {
   return {(bits >> 31) ? -m : m, e};
 }
 
-PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
+uint32_t scale_word(const PackedTensor& p, int64_t block_index) {
+  const int scale_bytes = scale_bytes_per_block(p.format);
+  const uint8_t* s = p.scales.data() + block_index * scale_bytes;
+  if (p.format != Format::hif4) return s[0];
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
+  return reference::hif4_word_from_stored(stored, p.scale_bit_order);
+}
+
+ElementTables checked_element_tables(const PackedTensor& p, Side side, BLayout layout) {
   const Recipe* recipe = find_recipe(p.recipe_id);
   check_packed(p, recipe, side, layout);
+  ElementTables t;
+  t.units = unit_table(*recipe, p);
+  t.integers = integer_table(p.format);
+  t.negative_zero = negative_zero_codes(*recipe, p, t.units, t.integers);
+  for (int c = 0; c < 16; ++c) t.values[c] = t.negative_zero[c] ? -0.0f : static_cast<float>(t.integers[c]);
+  const int64_t blocks = p.blocks_per_row();
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint32_t word = scale_word(p, r * blocks + b);
+      if (std::isinf(t.units[word & 0xFF]))
+        throw InputError(fmt::format(
+            "operand {} (recipe {}): row {} block {} has scale byte 0x{:02X}, whose unit is beyond fp32 range; "
+            "the recipe's quantizer never writes it (the file is damaged or hand-made)",
+            side_name(side), p.recipe_id, r, b, word & 0xFF));
+    }
+  return t;
+}
+
+PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
+  const ElementTables tables = checked_element_tables(p, side, layout);
   PackedOperand o;
   o.format = p.format;
   o.rows = p.rows;
@@ -143,34 +172,15 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, i
   o.block = p.block_size;
   o.blocks = p.blocks_per_row();
 
-  const std::array<float, 256> units = unit_table(*recipe, p);
-  const std::array<int8_t, 16> integers = integer_table(p.format);
-  const std::array<uint8_t, 16> negative_zero = negative_zero_codes(*recipe, p, units, integers);
-  const int scale_bytes = scale_bytes_per_block(p.format);
+  const std::array<float, 256>& units = tables.units;
+  const std::array<int8_t, 16>& integers = tables.integers;
+  const std::array<uint8_t, 16>& negative_zero = tables.negative_zero;
 
   o.n.assign(o.rows * o.kpad, 0);
   o.sign.assign(o.rows * o.kpad, 0);
   o.unit.resize(o.rows * o.blocks);
   o.unit_m.resize(o.rows * o.blocks);
   o.unit_e.resize(o.rows * o.blocks);
-  const auto scale_word = [&](int64_t r, int64_t b) {
-    const uint8_t* s = p.scales.data() + o.block_index(r, b) * scale_bytes;
-    uint32_t word = s[0];
-    if (p.format == Format::hif4) {
-      uint32_t stored = 0;
-      for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
-      word = reference::hif4_word_from_stored(stored, p.scale_bit_order);
-    }
-    return word;
-  };
-  // Checked before the parallel loop, which must not throw.
-  for (int64_t r = 0; r < o.rows; ++r)
-    for (int64_t b = 0; b < o.blocks; ++b)
-      if (std::isinf(units[scale_word(r, b) & 0xFF]))
-        throw InputError(fmt::format(
-            "operand {} (recipe {}): row {} block {} has scale byte 0x{:02X}, whose unit is beyond fp32 range; "
-            "the recipe's quantizer never writes it (the file is damaged or hand-made)",
-            side_name(side), p.recipe_id, r, b, scale_word(r, b) & 0xFF));
   // Rows in parallel: each writes only its own entries.
 #pragma omp parallel num_threads(threads)
   {
@@ -180,7 +190,7 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, i
       unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
       int8_t* row_n = o.n.data() + r * o.kpad;
       for (int64_t b = 0; b < o.blocks; ++b) {
-        const uint32_t word = scale_word(r, b);
+        const uint32_t word = scale_word(p, o.block_index(r, b));
         const float u = units[word & 0xFF];
         o.unit[o.block_index(r, b)] = u;
         const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
@@ -228,11 +238,16 @@ DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout) {
   return d;
 }
 
-Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threads) {
+Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threads, OperandForm form) {
   Operand o;
   if (op.packed()) {
-    o.is_packed = true;
-    o.packed = unpack_operand(*op.packed(), side, layout, threads);
+    o.format = op.packed()->format;
+    if (form == OperandForm::fp32) {
+      o.dense = decode_fp32_operand(*op.packed(), side, layout, threads);
+    } else {
+      o.is_packed = true;
+      o.packed = unpack_operand(*op.packed(), side, layout, threads);
+    }
   } else if (op.dense()) {
     o.dense = dense_operand(*op.dense(), side, layout);
   } else {

@@ -6,8 +6,10 @@
 // (gemm.hpp). Units come from the recipe's own reference block decoder, so
 // every recipe quirk (ggml's 0xFF and 0x7F, V12's power-of-two byte) is read
 // from one place; the integers come from the element codecs.
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -48,6 +50,21 @@ struct PackedOperand {
   int64_t block_index(int64_t row, int64_t kb) const { return row * blocks + kb; }
 };
 
+// What a packed operand's codes and scale bytes mean, read from its recipe's
+// reference decoder (operand.cpp).
+struct ElementTables {
+  std::array<float, 256> units;         // unit of each scale byte (the low byte of a HiF4 word); NaN: NaN block
+  std::array<int8_t, 16> integers;      // N of each code (HiF4: before the L2/L3 micro-exponents)
+  std::array<uint8_t, 16> negative_zero;  // 1 for a zero code whose value is −0
+  std::array<float, 16> values;         // N of each code as fp32, −0 where negative_zero
+};
+// Checks `p` as unpack_operand does (shape, metadata, no unit beyond fp32
+// range) and returns its tables.
+ElementTables checked_element_tables(const PackedTensor& p, Side side, BLayout layout);
+// The scale of block `block_index` (row · blocks + block): the E8M0/UE4M3
+// byte, or HiF4's word (E6M2 byte, L2 bits 8..15, L3 bits 16..31).
+uint32_t scale_word(const PackedTensor& p, int64_t block_index);
+
 // Checks that `p` is a consistent packed tensor of the given side (A: [m, k]
 // blocked along axis 1; B: [k, n] blocked along axis 0, or [n, k] along axis 1
 // with BLayout::nk) and unpacks it. The padding beyond k reads as 0 whatever
@@ -63,16 +80,28 @@ struct DenseOperand {
 };
 DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout = BLayout::kn);
 
+// The fp32 values of a packed operand as rows along k, fp32(N·unit) for every
+// element (element_fp32), decoded from codes and scale bytes in one pass:
+// a lookup of the code's N, times the block's unit (simd.cpp, every Highway
+// target; tests compare it with to_fp32_rows of unpack_operand).
+DenseOperand decode_fp32_operand(const PackedTensor& p, Side side, BLayout layout = BLayout::kn, int threads = 1);
+
 // Either kind, with the shape facts the driver needs.
 struct Operand {
-  bool is_packed = false;
+  bool is_packed = false;  // integers and units in `packed`; else fp32 values in `dense`
   PackedOperand packed;
   DenseOperand dense;
+  std::optional<Format> format;  // of a packed input, in either form
   int64_t rows() const { return is_packed ? packed.rows : dense.rows; }
   int64_t k() const { return is_packed ? packed.k : dense.k; }
 };
+// How make_operand holds a packed input: integers and units (the exact and
+// block_fp32 models, every scalar form), or its fp32 values (the fast forms
+// of fma_fp32 and fast, which need nothing else).
+enum class OperandForm : uint8_t { integers, fp32 };
 // `threads`: rows unpacked in parallel (the result does not depend on it).
-Operand make_operand(const GemmOperand& op, Side side, BLayout layout = BLayout::kn, int threads = 1);
+Operand make_operand(const GemmOperand& op, Side side, BLayout layout = BLayout::kn, int threads = 1,
+                     OperandForm form = OperandForm::integers);
 
 // N of element `index` (row · kpad + k) as an fp32 value with its sign: −0
 // for a −0 code, so that N·unit keeps it (CUTLASS: fp32(a)·fp32(sf) of
@@ -95,8 +124,8 @@ inline float element_fp32(const Operand& o, int64_t r, int64_t kk) {
 // (IEEE 754 §6.3; docs/gemm.md "Sign of zero").
 bool every_product_negative_zero(const PackedOperand& a, int64_t i, const PackedOperand& b, int64_t j);
 
-// Rows of fp32 values (element_fp32), row-major rows × k: the operands of the
-// fma_fp32 and fast models.
+// Rows of fp32 values (element_fp32), row-major rows × k, from either form:
+// the scalar form of decode_fp32_operand.
 std::vector<float> to_fp32_rows(const Operand& o, int threads = 1);
 
 }  // namespace fp4emu::gemm_detail

@@ -36,11 +36,14 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "src/quant/simd/pack-inl.h"
+
 #ifndef FP4EMU_GEMM_SIMD_ONCE
 #define FP4EMU_GEMM_SIMD_ONCE
 namespace fp4emu::gemm_detail {
 
-constexpr int kTileRows = 4;  // rows of A per tile
+constexpr int kTileRows = 4;  // rows of A per tile of the integer kernels
+constexpr int kMaxFmaRows = 8;  // rows of A per fma_fp32 tile, at most (FmaRows)
 
 // Packed × packed operands laid out for the integer kernels. B is cut into
 // panels of `cols` columns (the target's tile width), each stored contiguously
@@ -69,6 +72,93 @@ namespace hn = hwy::HWY_NAMESPACE;
 // need the tile unrolled by hand.
 constexpr int kTileVecs = 2;
 
+// Rows of A per fma_fp32 tile: kFmaRows × kTileVecs independent chains of
+// fused multiply-adds, as many as the registers hold beside B's vectors and
+// A's broadcast: 8 rows (16 accumulators) with the 32 registers of AVX-512
+// and Arm, 6 (12) with the 16 of AVX2 and SSE4.
+#if HWY_ARCH_X86 && HWY_MAX_BYTES < 64
+constexpr int kFmaRows = 6;
+#else
+constexpr int kFmaRows = 8;
+#endif
+static_assert(kFmaRows <= kMaxFmaRows);
+size_t FmaRows() { return kFmaRows; }
+
+// ---- Packed operand to fp32 rows (decode_fp32_operand) ---------------------
+
+// table[code] for 16 codes in each lane: one TableLookupLanes per table
+// slice of Lanes entries (one on AVX-512, two on AVX2), slices chosen by the
+// code's high bits.
+template <class DF, class VI>
+HWY_INLINE hn::Vec<DF> Lookup16(DF df, const float* HWY_RESTRICT table, VI code) {
+  const hn::RebindToSigned<DF> di;
+  const size_t lanes = hn::Lanes(df);
+  if (lanes >= 16) return hn::TableLookupLanes(hn::LoadU(df, table), hn::IndicesFromVec(df, code));
+  const VI low = hn::And(code, hn::Set(di, static_cast<int32_t>(lanes - 1)));
+  hn::Vec<DF> v = hn::TableLookupLanes(hn::LoadU(df, table), hn::IndicesFromVec(df, low));
+  for (size_t c = lanes; c < 16; c += lanes) {
+    const hn::Vec<DF> part = hn::TableLookupLanes(hn::LoadU(df, table + c), hn::IndicesFromVec(df, low));
+    v = hn::IfThenElse(hn::RebindMask(df, hn::Gt(code, hn::Set(di, static_cast<int32_t>(c) - 1))), part, v);
+  }
+  return v;
+}
+
+// HiF4's micro-exponent factor 2^(b_{j/8} + c_{j/4}) of elements j.. of a
+// block with scale word `word` (docs/spec/hif4.md §3-§4: L2 bits 8..15, L3
+// bits 16..31), as fp32.
+template <class DF>
+HWY_INLINE hn::Vec<DF> Hif4Factor(DF df, uint32_t word, uint32_t j) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto jv = hn::Iota(du, j);
+  const auto w = hn::Set(du, word);
+  const auto one = hn::Set(du, 1u);
+  const auto l2 = hn::And(hn::Shr(w, hn::Add(hn::ShiftRight<3>(jv), hn::Set(du, 8u))), one);
+  const auto l3 = hn::And(hn::Shr(w, hn::Add(hn::ShiftRight<2>(jv), hn::Set(du, 16u))), one);
+  return hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::Add(l2, l3), hn::Set(du, 127u))));
+}
+
+// Rows [r0, r1) of p into out (rows × k): out[r·k + kk] = value(code)·unit,
+// value(code) = N as fp32 (−0 kept), times 2^(b+c) for HiF4, which is exact;
+// the multiply by the unit is the one rounding of element_fp32.
+template <int kBlock>
+void DecodeRowsBlock(const PackedTensor& p, const ElementTables& t, int64_t r0, int64_t r1, float* out) {
+  const hn::CappedTag<float, kBlock> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> d8;
+  const size_t lanes = hn::Lanes(df);
+  const int64_t k = p.axis_len, blocks = p.blocks_per_row(), row_bytes = p.padded_len / 2;
+  const bool hif4 = p.format == Format::hif4;
+  HWY_ALIGN float table[16 + hn::MaxLanes(df)] = {};
+  std::copy(t.values.begin(), t.values.end(), table);
+  HWY_ALIGN uint8_t codes[kBlock];
+  HWY_ALIGN float partial[kBlock];
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t index = r * blocks + b;
+      const uint32_t word = hif4 ? scale_word(p, index) : p.scales[index];
+      const auto unit = hn::Set(df, t.units[word & 0xFF]);
+      fp4emu::simd::HWY_NAMESPACE::UnpackNibbles<kBlock>(p.nibble_order, p.codes.data() + r * row_bytes + b * (kBlock / 2),
+                                                         codes);
+      const int64_t count = std::min<int64_t>(kBlock, k - b * kBlock);
+      float* dst = out + r * k + b * kBlock;
+      float* w = count == kBlock ? dst : partial;
+      for (size_t j = 0; j < kBlock; j += lanes) {
+        auto v = Lookup16(df, table, hn::PromoteTo(di, hn::LoadU(d8, codes + j)));
+        if (hif4) v = hn::Mul(v, Hif4Factor(df, word, static_cast<uint32_t>(j)));
+        hn::StoreU(hn::Mul(v, unit), df, w + j);
+      }
+      if (w == partial) std::copy(partial, partial + count, dst);
+    }
+}
+
+void DecodeRows(const PackedTensor& p, const ElementTables& t, int64_t r0, int64_t r1, float* out) {
+  switch (p.block_size) {
+    case 16: return DecodeRowsBlock<16>(p, t, r0, r1, out);
+    case 32: return DecodeRowsBlock<32>(p, t, r0, r1, out);
+    case 64: return DecodeRowsBlock<64>(p, t, r0, r1, out);
+  }
+}
+
 #if HWY_TARGET == HWY_SCALAR
 // One-lane target: no int16 pairs in an int32 lane. The driver uses the
 // scalar forms instead.
@@ -76,7 +166,7 @@ bool HasKernels() { return false; }
 size_t TileCols() { return 1; }
 void BlockDotsTile(const IntLayout&, int64_t, int64_t, int32_t*) {}
 void BlockFp32Tile(const IntLayout&, int64_t, int64_t, float*) {}
-void FmaTile(const float*, const float*, int64_t, int64_t, float*) {}
+void FmaTile(const float* const*, const float*, int64_t, float*) {}
 #else
 bool HasKernels() { return true; }
 
@@ -166,32 +256,33 @@ void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
     for (int r = 0; r < kTileVecs; ++r) hn::StoreU(acc[ii][r], df, out + ii * cols + r * lanes);
 }
 
-// fma_fp32 tile: a is rows × k, b is the panel of columns j0.. as k × cols.
-void FmaTile(const float* a, const float* b, int64_t k, int64_t i0, float* out) {
+// fma_fp32 tile: kFmaRows rows of A (a_rows, each k long) times the panel of
+// columns j0.. (b, k × cols); out is kFmaRows × cols.
+void FmaTile(const float* const* a_rows, const float* b, int64_t k, float* out) {
   const hn::ScalableTag<float> df;
   const size_t lanes = hn::Lanes(df), cols = kTileVecs * lanes;
 #if HWY_NATIVE_FMA
   using VF = hn::Vec<decltype(df)>;
-  VF acc[kTileRows][kTileVecs];
-  for (int ii = 0; ii < kTileRows; ++ii)
+  VF acc[kFmaRows][kTileVecs];
+  for (int ii = 0; ii < kFmaRows; ++ii)
     for (int r = 0; r < kTileVecs; ++r) acc[ii][r] = hn::Zero(df);
   for (int64_t kk = 0; kk < k; ++kk) {
     VF bv[kTileVecs];
     for (int r = 0; r < kTileVecs; ++r) bv[r] = hn::LoadU(df, b + kk * cols + r * lanes);
-    for (int ii = 0; ii < kTileRows; ++ii) {
-      const VF av = hn::Set(df, a[(i0 + ii) * k + kk]);
+    for (int ii = 0; ii < kFmaRows; ++ii) {
+      const VF av = hn::Set(df, a_rows[ii][kk]);
       for (int r = 0; r < kTileVecs; ++r) acc[ii][r] = hn::MulAdd(av, bv[r], acc[ii][r]);  // fused
     }
   }
-  for (int ii = 0; ii < kTileRows; ++ii)
+  for (int ii = 0; ii < kFmaRows; ++ii)
     for (int r = 0; r < kTileVecs; ++r) hn::StoreU(acc[ii][r], df, out + ii * cols + r * lanes);
 #else
   // This target's MulAdd is a multiply then an add (two roundings): use the
   // fused scalar fma.
-  for (int ii = 0; ii < kTileRows; ++ii)
+  for (int ii = 0; ii < kFmaRows; ++ii)
     for (size_t c = 0; c < cols; ++c) {
       float acc = 0.0f;
-      for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(a[(i0 + ii) * k + kk], b[kk * cols + c], acc);
+      for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(a_rows[ii][kk], b[kk * cols + c], acc);
       out[ii * cols + c] = acc;
     }
 #endif
@@ -204,11 +295,13 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace fp4emu::gemm_detail {
 
+HWY_EXPORT(DecodeRows);
 HWY_EXPORT(HasKernels);
 HWY_EXPORT(TileCols);
 HWY_EXPORT(BlockDotsTile);
 HWY_EXPORT(BlockFp32Tile);
 HWY_EXPORT(FmaTile);
+HWY_EXPORT(FmaRows);
 
 namespace {
 
@@ -340,8 +433,9 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
     std::vector<float> out(kTileRows * cols);
     std::vector<int32_t> dots(fused ? 0 : L.blocks * kTileRows * cols);
     std::vector<Term> terms(L.blocks);
-    // Column panels outermost: consecutive tiles reuse one panel of B.
-#pragma omp for schedule(static)
+    // Column panels outermost: consecutive tiles reuse one panel of B. Tiles
+    // are taken as threads free up (a thread that loses its core takes fewer).
+#pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
       const int64_t i0 = (t % row_tiles) * kTileRows, j0 = (t / row_tiles) * cols;
       if (fused) HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data());
@@ -359,23 +453,49 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
 
 bool simd_kernels_available() { return HWY_DYNAMIC_DISPATCH(HasKernels)(); }
 
+DenseOperand decode_fp32_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
+  const ElementTables tables = checked_element_tables(p, side, layout);
+  DenseOperand d;
+  d.rows = p.rows;
+  d.k = p.axis_len;
+  d.values.resize(d.rows * d.k);
+  // Chunks of rows taken as threads free up (a busy core does fewer).
+  constexpr int64_t kChunk = 16;
+#pragma omp parallel for schedule(dynamic) num_threads(thread_count(threads))
+  for (int64_t r0 = 0; r0 < d.rows; r0 += kChunk)
+    HWY_DYNAMIC_DISPATCH(DecodeRows)(p, tables, r0, std::min(d.rows, r0 + kChunk), d.values.data());
+  return d;
+}
+
 void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c) {
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
-  const int64_t mp = round_up(m, kTileRows), np = round_up(n, cols);
-  std::vector<float> ap(mp * k, 0.0f), bt(k * np, 0.0f);  // bt: [np/cols][k][cols] panels
-  std::copy(a.begin(), a.end(), ap.begin());
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t kk = 0; kk < k; ++kk) bt[((j / cols) * k + kk) * cols + j % cols] = b[j * k + kk];
-  const int64_t row_tiles = mp / kTileRows, col_tiles = np / cols;
+  const int64_t np = round_up(n, cols);
+  const int64_t rows = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(FmaRows)());
+  const int64_t row_tiles = (m + rows - 1) / rows, col_tiles = np / cols;
+  std::vector<float> bt(k * np);  // [np/cols][k][cols] panels; columns beyond n are 0
 #pragma omp parallel num_threads(thread_count(threads))
   {
-    std::vector<float> out(kTileRows * cols);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
+    for (int64_t panel = 0; panel < col_tiles; ++panel) {
+      float* dst = bt.data() + panel * k * cols;
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t jj = 0; jj < cols; ++jj) {
+          const int64_t j = panel * cols + jj;
+          dst[kk * cols + jj] = j < n ? b[j * k + kk] : 0.0f;
+        }
+    }
+    std::vector<float> out(rows * cols);
+    // Tiles taken as threads free up (on a shared machine a thread that
+    // loses its core takes fewer); column panels outermost, so consecutive
+    // tiles reuse one panel of B.
+#pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
-      const int64_t i0 = (t % row_tiles) * kTileRows, j0 = (t / row_tiles) * cols;
-      HWY_DYNAMIC_DISPATCH(FmaTile)(ap.data(), bt.data() + (j0 / cols) * k * cols, k, i0, out.data());
-      for (int ii = 0; ii < kTileRows && i0 + ii < m; ++ii)
+      const int64_t i0 = (t % row_tiles) * rows, j0 = (t / row_tiles) * cols;
+      const float* a_rows[kMaxFmaRows];  // rows beyond m repeat the last one; their outputs are dropped
+      for (int64_t ii = 0; ii < rows; ++ii) a_rows[ii] = a.data() + std::min(i0 + ii, m - 1) * k;
+      HWY_DYNAMIC_DISPATCH(FmaTile)(a_rows, bt.data() + (j0 / cols) * k * cols, k, out.data());
+      for (int64_t ii = 0; ii < rows && i0 + ii < m; ++ii)
         for (int64_t jj = 0; jj < cols && j0 + jj < n; ++jj) c[(i0 + ii) * n + j0 + jj] = out[ii * cols + jj];
     }
   }
