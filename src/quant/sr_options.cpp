@@ -9,6 +9,19 @@
 #include "fp4emu/io/printable.hpp"
 
 namespace fp4emu {
+namespace {
+
+// The parsed value of option `option` given as `value`, or InputError naming
+// the option and what it accepts.
+template <class T>
+T known(const std::optional<T>& parsed, std::string_view option, std::string_view value, std::string_view accepted,
+        const SrSpelling& s) {
+  if (!parsed)
+    throw InputError(fmt::format("{}{}'{}' is unknown; use {}", option, s.assign, io::printable(value, 40), accepted));
+  return *parsed;
+}
+
+}  // namespace
 
 void apply_sr_request(const SrRequest& q, const SrSpelling& s, StochasticBits& bits) {
   const bool stochastic = q.rounding == Rounding::stochastic;
@@ -30,25 +43,13 @@ void apply_sr_request(const SrRequest& q, const SrSpelling& s, StochasticBits& b
   if (q.seed) {
     bits.seed = q.seed;
     bits.offset = q.offset.value_or(0);
-    if (!q.rng.empty()) {
-      const std::optional<SrRng> rng = parse_sr_rng(q.rng);
-      if (!rng)
-        throw InputError(fmt::format("{}{}'{}' is unknown; use philox-te or philox-index", s.rng, s.assign,
-                                     io::printable(q.rng, 40)));
-      bits.rng = *rng;
-    }
+    if (!q.rng.empty()) bits.rng = known(parse_sr_rng(q.rng), s.rng, q.rng, "philox-te or philox-index", s);
     if (!q.rbits_map.empty() && bits.rng == SrRng::philox_index)
       throw InputError(fmt::format("{} applies to 32-bit words ({} uint32, {}{}philox-te), not to {}{}philox-index, "
                                    "which gives each element its own byte",
                                    s.rbits_map, s.rbits, s.rng, s.assign, s.rng, s.assign));
   }
-  if (!q.rbits_map.empty()) {
-    const std::optional<RbitsMap> map = parse_rbits_map(q.rbits_map);
-    if (!map)
-      throw InputError(fmt::format("{}{}'{}' is unknown; use te or ptx", s.rbits_map, s.assign,
-                                   io::printable(q.rbits_map, 40)));
-    bits.map = *map;
-  }
+  if (!q.rbits_map.empty()) bits.map = known(parse_rbits_map(q.rbits_map), s.rbits_map, q.rbits_map, "te or ptx", s);
 }
 
 bool check_rbits_array(std::string_view dtype, const std::vector<int64_t>& rbits_shape,
