@@ -218,6 +218,8 @@ const Valid kValid[] = {
     {"resq", "--threads", "0", "0 = every hardware thread"},
     {"compare", "--threads", "0", "0 = every hardware thread"},
     {"inspect", "--threads", "0", "0 = every hardware thread"},
+    {"golden verify", "--threads", "0", "0 = every hardware thread"},
+    {"sample", "--threads", "0", "0 = every hardware thread"},
     // --axis 0 and -1 are real axes of a 2-D input (a 2 x 64 input padded along axis 0).
     {"fake-quant", "--axis", "0", "a valid axis"},
     {"fake-quant", "--axis", "-1", "a valid axis"},

@@ -1,5 +1,6 @@
-// --threads on compare and inspect: the one thread rule (fp4emu/threads.hpp,
-// 0 = every hardware thread, 1..1024), and reports that do not depend on it.
+// --threads on compare, inspect, sample and golden verify: the one thread rule
+// (fp4emu/threads.hpp, 0 = every hardware thread, 1..1024), and outputs that
+// do not depend on it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -7,7 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "fp4emu/io/npy.hpp"
 #include "fp4emu/io/safetensors.hpp"
+#include <nlohmann/json.hpp>
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -46,6 +49,72 @@ TEST(CliThreads, CompareAndInspectGiveTheSameReportForAnyThreadCount) {
       EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
     }
   }
+}
+
+// Bad counts are refused with exit 2 and a message naming --threads.
+void expect_bad_counts_refused(const std::string& command) {
+  for (const char* bad : {"-1", "1025", "two"}) {
+    const auto r = testing::run_cli(fmt::format("{} --threads {}", command, bad));
+    EXPECT_EQ(r.exit_code, 2) << command << " --threads " << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+  }
+}
+
+TEST(CliThreads, SampleWritesTheSameBytesForAnyThreadCount) {
+  testing::TempDir dir;
+  // 3 layers = 12 tensors: batches of 1, 2 (even), 3 (a last partial batch)
+  // and every thread.
+  const std::string options = "--layers 3 --tokens 8 --hidden 128 --seed 5 --progress never";
+  std::string first;
+  for (int threads : {1, 2, 5, 0}) {
+    const auto out = dir / fmt::format("s{}.safetensors", threads);
+    const auto r = testing::run_cli(fmt::format("sample {} {} --threads {}", out.string(), options, threads));
+    ASSERT_EQ(r.exit_code, 0) << "--threads " << threads << "\n" << r.output;
+    if (first.empty()) first = slurp(out);
+    else EXPECT_EQ(slurp(out), first) << "sample --threads " << threads;
+  }
+  expect_bad_counts_refused(fmt::format("sample {} {}", (dir / "bad.safetensors").string(), options));
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.safetensors"));
+}
+
+TEST(CliThreads, GoldenVerifyGivesTheSameReportForAnyThreadCount) {
+  testing::TempDir dir;
+  const auto suite = dir / "suite", cand = dir / "cand";
+  ASSERT_EQ(testing::run_cli(fmt::format("golden generate --out {} --recipe mxfp4.ocp,nvfp4.te --family codes "
+                                         "--family special --family scale_steps --threads 1",
+                                         suite.string()))
+                .exit_code,
+            0);
+  // The candidate: the suite's outputs, with one code flipped in every
+  // codes.npy, so that several cases fail and --max-report cuts the listing
+  // in the middle of a case.
+  const auto m = nlohmann::json::parse(slurp(suite / "manifest.json"));
+  int flipped = 0;
+  for (const auto& c : m["cases"])
+    for (const auto& f : c["files"]) {
+      if (f["role"] != "output") continue;
+      const auto to = cand / f["path"].get<std::string>();
+      std::filesystem::create_directories(to.parent_path());
+      std::filesystem::copy_file(suite / f["path"].get<std::string>(), to);
+      if (to.filename() != "codes.npy") continue;
+      io::Array codes = io::read_npy(to);
+      codes.bytes[codes.bytes.size() / 2] ^= 0x11;
+      io::write_npy(to, codes);
+      ++flipped;
+    }
+  ASSERT_GE(flipped, 3);
+  std::string first;
+  for (int threads : {1, 2, 3, 0}) {
+    const auto r = testing::run_cli(fmt::format("golden verify --suite {} --candidate {} --max-report 7 --json "
+                                                "--threads {}",
+                                                suite.string(), cand.string(), threads));
+    ASSERT_EQ(r.exit_code, 1) << "--threads " << threads << "\n" << r.output;
+    if (first.empty()) first = r.output;
+    else EXPECT_EQ(r.output, first) << "golden verify --threads " << threads;
+  }
+  const auto report = nlohmann::json::parse(first);
+  EXPECT_EQ(report["mismatches"].size(), 7u) << first;
+  expect_bad_counts_refused(fmt::format("golden verify --suite {} --candidate {}", suite.string(), cand.string()));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "fp4emu/quant/diagnose.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/threads.hpp"
 #include "manifest.hpp"
 #include "packing.hpp"
 
@@ -146,25 +148,51 @@ void check_suite_paths(const Suite& s, const std::map<std::string, std::string>&
   }
 }
 
-// Stage 3.
-void check_digests(Suite& s, const std::map<std::string, std::string>& sums, const std::string& manifest_text) {
-  for (const auto& [path, sum] : sums) {
-    const std::string got = path == "manifest.json"
-                                ? sha256_hex({reinterpret_cast<const uint8_t*>(manifest_text.data()), manifest_text.size()})
-                                : sha256_file_hex(s.folder.root / path);
-    if (got != sum) bad_suite(s.folder.root, fmt::format("file {} has sha256 {}, SHA256SUMS says {}", path, got, sum));
+// Runs body(0..n-1) on `threads` threads; an exception is kept per item and
+// the first in item order is rethrown, so what is reported does not depend
+// on the thread count.
+template <class Body>
+void for_each_item(size_t n, int threads, Body body) {
+  std::vector<std::exception_ptr> errors(n);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Stage 3: the files hashed in parallel, checked in SHA256SUMS order.
+void check_digests(Suite& s, const std::map<std::string, std::string>& sums, const std::string& manifest_text,
+                   int threads) {
+  const std::vector<std::pair<std::string, std::string>> listed(sums.begin(), sums.end());
+  std::vector<std::string> got(listed.size());
+  for_each_item(listed.size(), threads, [&](size_t i) {
+    const std::string& path = listed[i].first;
+    got[i] = path == "manifest.json"
+                 ? sha256_hex({reinterpret_cast<const uint8_t*>(manifest_text.data()), manifest_text.size()})
+                 : sha256_file_hex(s.folder.root / path);
+  });
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const auto& [path, sum] = listed[i];
+    if (got[i] != sum)
+      bad_suite(s.folder.root, fmt::format("file {} has sha256 {}, SHA256SUMS says {}", path, got[i], sum));
     ++s.files_hashed;
   }
 }
 
-Suite read_suite(const fs::path& dir) {
+Suite read_suite(const fs::path& dir, int threads) {
   Suite s{open_folder(dir, "--suite", "; it must be a suite written by `fp4emu golden generate`"), {}, 0};
   const std::string manifest_text = read_text(s.folder, "manifest.json");
   const std::string sums_text = read_text(s.folder, "SHA256SUMS");
   s.manifest = parse_manifest(manifest_text, dir);                  // stage 1
   const std::map<std::string, std::string> sums = parse_sums(sums_text, dir);
   check_suite_paths(s, sums);                                        // stage 2
-  check_digests(s, sums, manifest_text);                             // stage 3
+  check_digests(s, sums, manifest_text, threads);                    // stage 3
   return s;
 }
 
@@ -239,10 +267,13 @@ int kind_rank(const std::string& kind) {
 
 class CaseRun {
  public:
+  // `report`: this case's part alone (its errors, mismatch count and up to
+  // max_report detailed mismatches), merged in case order by verify_suite,
+  // so a case's lines do not depend on the cases before it or on threads.
   CaseRun(const Suite& suite, const Folder& candidate, const ManifestCase& c, const VerifyOptions& options,
           VerifyReport& report, CaseResult& result)
       : suite_(suite), cand_(candidate), c_(c), options_(options), report_(report), result_(result) {
-    budget_ = std::max<int64_t>(0, options.max_report - static_cast<int64_t>(report.first.size()));
+    budget_ = options.max_report;
   }
 
   void run() {
@@ -745,10 +776,11 @@ VerifyReport verify_suite(const fs::path& suite_dir, const fs::path& candidate, 
   if (options.max_report < 0)
     throw InputError(fmt::format("--max-report {}: must be 0 or more (the number of mismatches listed in detail)",
                                  options.max_report));
+  const int threads = thread_count(options.threads);
   VerifyReport report;
   report.suite = suite_dir;
   report.candidate = candidate;
-  const Suite suite = read_suite(suite_dir);
+  const Suite suite = read_suite(suite_dir, threads);
   report.files_hashed = suite.files_hashed;
   const Folder cand = open_folder(candidate, "--candidate",
                                   "; it must hold the kernel's outputs under the suite's file names (e.g. "
@@ -757,8 +789,15 @@ VerifyReport verify_suite(const fs::path& suite_dir, const fs::path& candidate, 
   for (const ManifestCase& c : suite.manifest.cases) keys.push_back({c.family, c.id, std::string(c.recipe->id)});
   if (!options.filter.empty()) options.filter.check_matches(keys);
 
-  for (const ManifestCase& c : suite.manifest.cases) {
-    CaseResult result;
+  // Cases in parallel, each into its own result and part of the report,
+  // merged in suite order: the report does not depend on the thread count.
+  const std::vector<ManifestCase>& cases = suite.manifest.cases;
+  std::vector<CaseResult> results(cases.size());
+  std::vector<VerifyReport> parts(cases.size());
+  for_each_item(cases.size(), threads, [&](size_t i) {
+    const ManifestCase& c = cases[i];
+    CaseResult& result = results[i];
+    VerifyReport& part = parts[i];
     result.id = c.id;
     result.family = c.family;
     result.recipe = c.recipe->id;
@@ -773,11 +812,20 @@ VerifyReport verify_suite(const fs::path& suite_dir, const fs::path& candidate, 
                                            "it (fp4emu golden generate; CHANGELOG.md lists the changes)",
                                            result.recipe, c.bits_version, c.recipe->bits_version);
       result.notes.push_back(what);
-      report.errors.push_back(fmt::format("{}: {}", c.id, what));
+      part.errors.push_back(fmt::format("{}: {}", c.id, what));
     } else {
-      CaseRun(suite, cand, c, options, report, result).run();
+      CaseRun(suite, cand, c, options, part, result).run();
     }
-    report.cases.push_back(std::move(result));
+  });
+  for (size_t i = 0; i < cases.size(); ++i) {
+    report.cases.push_back(std::move(results[i]));
+    VerifyReport& part = parts[i];
+    report.errors.insert(report.errors.end(), part.errors.begin(), part.errors.end());
+    report.total_mismatches += part.total_mismatches;
+    for (Mismatch& m : part.first) {
+      if (static_cast<int>(report.first.size()) >= options.max_report) break;
+      report.first.push_back(std::move(m));
+    }
   }
   const bool compared_any = std::any_of(report.cases.begin(), report.cases.end(), [](const CaseResult& r) {
     return r.compared > 0;

@@ -111,6 +111,9 @@ void add_golden(CLI::App& app, Action& action) {
                 "A case missing some output files is PARTIAL, not an error (e.g. a kernel that writes no "
                 "dequant.npy); one missing all is NOT RUN");
   add_filter_options(ver, v->options.filter.families, v->options.filter.cases, &v->options.filter.recipes);
+  add_threads_option(ver, v->options.threads,
+                     "Cases (and the suite's digests) in parallel, each thread holding one case's arrays; the report "
+                     "does not depend on it");
   ver->footer("Examples:\n  fp4emu golden verify --suite golden/suite --candidate out --max-report 50\n"
               "  fp4emu golden verify --suite golden/suite --candidate out --recipe mxfp4.rceil --skip-missing "
               "--junit verify.xml");

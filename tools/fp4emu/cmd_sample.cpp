@@ -1,8 +1,12 @@
 // `fp4emu sample OUT.safetensors`: a seeded synthetic activation dump (the
 // model is described in fp4emu/analysis/sample.hpp). Tensors are generated
-// and written one at a time, so the dump may be larger than memory.
+// --threads at a time (each from its own random stream, so the bytes do not
+// depend on the count) and written in file order: memory holds that many
+// tensors, and the dump may be larger than memory.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <exception>
 #include <limits>
 
 #include "cli.hpp"
@@ -20,10 +24,12 @@ struct Args {
   std::string out;
   SampleOptions options;
   std::string progress = "auto";
+  int threads = 0;
 };
 
 int run(const Args& a) {
   check_progress_mode(a.progress);
+  const int threads = thread_count(a.threads);
   if (std::filesystem::path(a.out).extension() != ".safetensors")
     throw InputError(fmt::format("output '{}': sample writes safetensors; name the file *.safetensors",
                                  io::printable(a.out)));
@@ -38,11 +44,26 @@ int run(const Args& a) {
   Progress progress("sample", a.progress, total);
   io::SafetensorsWriter writer(a.out, entries, sample_metadata(a.options));
   double done = 0;
-  for (const SampleTensor& t : layout) {
-    progress.update(done, t.name);
-    const std::vector<uint16_t> bits = generate_sample_tensor(a.options, t);
-    writer.write_next(std::span(reinterpret_cast<const uint8_t*>(bits.data()), bits.size() * 2));
-    done += static_cast<double>(bits.size());
+  std::vector<std::vector<uint16_t>> batch(static_cast<size_t>(threads));
+  for (size_t first = 0; first < layout.size(); first += batch.size()) {
+    const size_t count = std::min(batch.size(), layout.size() - first);
+    progress.update(done, layout[first].name);
+    std::vector<std::exception_ptr> errors(count);  // the first in file order is reported
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t k = 0; k < count; ++k) {
+      try {
+        batch[k] = generate_sample_tensor(a.options, layout[first + k]);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (size_t k = 0; k < count; ++k) {
+      writer.write_next(std::span(reinterpret_cast<const uint8_t*>(batch[k].data()), batch[k].size() * 2));
+      done += static_cast<double>(batch[k].size());
+      batch[k] = {};
+    }
   }
   writer.commit();
   progress.clear();
@@ -82,6 +103,7 @@ void add_sample(CLI::App& app, Action& action) {
       ->check(integer);
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
+  add_threads_option(cmd, args->threads, "Tensors generated at once (each held in memory); the bytes do not depend on it");
   cmd->footer(
       "The bundled data/sample_dump.safetensors is `fp4emu sample data/sample_dump.safetensors` (the defaults).\n"
       "Example: fp4emu sample big.safetensors --layers 28 --tokens 2048 --hidden 3584 --intermediate 18944 --seed 7");

@@ -88,6 +88,9 @@ struct VerifyOptions {
   bool strict = false;        // also compare codes (and HiF4 L2/L3 bytes) of NaN-scale blocks
   bool skip_missing = false;  // a case missing some outputs is `partial`, not an error
   CaseFilter filter;          // cases outside it are `not_run`
+  // Cases (and the suite's digests) in parallel; 0: OpenMP's default. Never
+  // changes the report; memory holds one case's arrays per thread.
+  int threads = 0;
 };
 
 // One differing value. `block` is the linear block index (row * blocks_per_row
