@@ -246,6 +246,25 @@ TEST(GemmOperands, PaddingBytesAreIgnored) {
   mismatches(gemm(a, b, o), want, "garbage in the padding");
 }
 
+// unpack_row (a byte at a time for the position-local orders) against the
+// definition, nibble_slot, for every order and block size.
+TEST(GemmOperands, UnpackRowFollowsNibbleSlot) {
+  std::mt19937_64 rng(27);
+  for (NibbleOrder order : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::split_half})
+    for (int block : {16, 32, 64}) {
+      const int64_t padded = 5 * block;
+      std::vector<uint8_t> bytes(padded / 2), codes(padded);
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+      unpack_row(bytes.data(), order, block, padded, codes.data());
+      for (int64_t b = 0; b < padded / block; ++b)
+        for (int j = 0; j < block; ++j) {
+          const NibbleSlot slot = nibble_slot(order, block, b, j);
+          ASSERT_EQ(codes[b * block + j], (bytes[slot.byte] >> (slot.high ? 4 : 0)) & 0xF)
+              << "order " << static_cast<int>(order) << " block " << block << " element " << b * block + j;
+        }
+    }
+}
+
 // decode_fp32_operand (codes to fp32 in one pass, the operands of fma_fp32
 // and fast) against the integer form's element_fp32 (to_fp32_rows of
 // unpack_operand), bit for bit, on every compiled target and 1 and 3 threads:

@@ -313,7 +313,7 @@ int32_t int16_pair(int8_t lo, int8_t hi) {
                               (static_cast<uint32_t>(static_cast<uint16_t>(int16_t{hi})) << 16));
 }
 
-IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_t cols) {
+IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_t cols, int threads) {
   IntLayout L;
   L.m = a.rows;
   L.n = b.rows;
@@ -324,13 +324,16 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
   L.mp = round_up(L.m, kTileRows);
   L.np = round_up(L.n, cols);
   L.a.assign(L.mp * L.kpad / 2, 0);
-  for (size_t p = 0; p < a.n.size() / 2; ++p) L.a[p] = int16_pair(a.n[2 * p], a.n[2 * p + 1]);
+  const int64_t a_pairs = static_cast<int64_t>(a.n.size() / 2);
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t p = 0; p < a_pairs; ++p) L.a[p] = int16_pair(a.n[2 * p], a.n[2 * p + 1]);
   // Padding rows and columns get N = 0 and unit 1, so their lanes stay on
   // the exact-f path and never produce NaN.
   L.b.assign(L.kpad / 2 * L.np, 0);
   L.ub.assign(L.blocks * L.np, 1.0f);
   L.ua.assign(L.mp * L.blocks, 1.0f);
   std::copy(a.unit.begin(), a.unit.end(), L.ua.begin());
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
   for (int64_t j = 0; j < L.n; ++j) {
     const int8_t* col = b.n.data() + j * b.kpad;
     const int64_t panel = j / cols, c = j % cols;
@@ -424,7 +427,7 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
 void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel model, int blocks_per_step,
                       int threads, float* c) {
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
-  const IntLayout L = make_int_layout(a, b, cols);
+  const IntLayout L = make_int_layout(a, b, cols, thread_count(threads));
   const bool fused = model == GemmModel::block_fp32 && blocks_per_step == 1;
   const RowFacts fa = row_facts(a), fb = row_facts(b);
   const int64_t row_tiles = L.mp / kTileRows, col_tiles = L.np / cols;

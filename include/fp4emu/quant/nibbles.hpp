@@ -40,6 +40,14 @@ constexpr void nibble_element(NibbleOrder order, int block, int64_t byte, bool h
 
 // All padded_len codes of a packed row, one code per byte.
 inline void unpack_row(const uint8_t* bytes, NibbleOrder order, int block, int64_t padded_len, uint8_t* codes) {
+  if (order != NibbleOrder::split_half) {  // nibble_slot's position-local orders, a byte at a time
+    const int first = order == NibbleOrder::low_first ? 0 : 4;
+    for (int64_t i = 0; i < padded_len / 2; ++i) {
+      codes[2 * i] = static_cast<uint8_t>((bytes[i] >> first) & 0xF);
+      codes[2 * i + 1] = static_cast<uint8_t>((bytes[i] >> (4 - first)) & 0xF);
+    }
+    return;
+  }
   for (int64_t b = 0; b < padded_len / block; ++b)
     for (int j = 0; j < block; ++j) {
       const NibbleSlot s = nibble_slot(order, block, b, j);
