@@ -158,6 +158,21 @@ def packed_corpus():
     put("packed", "recipe_of_another_format.safetensors", with_metadata(m, recipe="nvfp4.te"))
 
 
+def stochastic_manifest_corpus(manifest):
+    """A stochastic-rounding case with its Philox key, and hostile edits of its random-bit fields."""
+    one = next(c for c in manifest["cases"] if c.get("stochastic", {}).get("rng") == "philox-te")
+
+    def variant(name, edit):
+        c = json.loads(json.dumps(one))
+        edit(c)
+        put("manifest", name, json.dumps(dict(manifest, cases=[c])))
+    variant("stochastic_case.json", lambda c: None)
+    variant("stochastic_seed_2_64.json", lambda c: c["stochastic"].update(seed=1 << 64))
+    variant("stochastic_rbits_traversal.json", lambda c: c["stochastic"].update(rbits="../../rbits.npy"))
+    variant("stochastic_rbits_is_codes.json", lambda c: c["stochastic"].update(rbits="codes.npy"))
+    variant("stochastic_without_rounding.json", lambda c: c["options"].update(rounding="rne"))
+
+
 def manifest_corpus():
     manifest = json.load(open(os.path.join(SUITE, "manifest.json")))
     picked, seen = [], set()
@@ -187,6 +202,7 @@ def manifest_corpus():
     variant("case_id_traversal.json", lambda c: c.update(id="../outside"))
     variant("role_number.json", lambda c: c["files"][0].update(role=3))
     variant("huge_int.json", lambda c: c.update(rows=18446744073709551616))
+    stochastic_manifest_corpus(manifest)
     put("manifest", "no_cases.json", json.dumps({k: v for k, v in manifest.items() if k != "cases"}))
     put("manifest", "deep_nesting.json", "[" * 100000)
 

@@ -13,6 +13,7 @@
  *                      the manifest;
  *   fp4g_case_row      gathers row r of a quantize case (the elements along the
  *                      block axis, zero-padded to padded_len);
+ *   fp4g_case_rbits_row the same for a stochastic case's random bytes;
  *   fp4g_swizzle_128x4 puts linear [rows, blocks] scales in the swizzled 128x4
  *                      layout a Blackwell block-scaled GEMM reads;
  *   fp4g_hif4_cube     HiF4 scale words in the Ascend Cube layout;
@@ -75,6 +76,19 @@ typedef struct {
   int has_hif4_cube;
   int has_global_scale;
   int has_dequant;
+  /* Stochastic rounding (options.rounding "stochastic"; golden/README.md,
+   * "Stochastic rounding cases"): each element is rounded with one random
+   * byte, stored in rbits_file (u8, the input's shape; load it with
+   * fp4g_case_load, gather a row with fp4g_case_rbits_row). has_philox_key:
+   * the bytes came from Philox4x32-10, and rng ("philox-te" or
+   * "philox-index"), seed, offset and rbits_map ("te" or "ptx" for
+   * philox-te, else empty) regenerate them. */
+  int stochastic;
+  char rbits_file[64];
+  int has_philox_key;
+  char rng[16];
+  uint64_t seed, offset;
+  char rbits_map[8];
 } fp4g_case;
 
 typedef struct {
@@ -92,6 +106,9 @@ int fp4g_npy_load(const char *path, fp4g_array *a, char *err, size_t errlen);
 void fp4g_array_free(fp4g_array *a);
 /* Row r (0 <= r < rows) of a quantize case's input into dst[padded_len]. */
 int fp4g_case_row(const fp4g_case *c, const fp4g_array *input, size_t r, float *dst);
+/* The random bytes of row r of a stochastic case (rbits: its rbits_file) into
+ * dst[padded_len], the padding lanes 0 (zero rounds to zero whatever its byte). */
+int fp4g_case_rbits_row(const fp4g_case *c, const fp4g_array *rbits, size_t r, uint8_t *dst);
 size_t fp4g_swizzle_128x4_size(const fp4g_case *c);
 size_t fp4g_swizzle_128x4_offset(size_t r, size_t col, size_t padded_cols);
 /* linear: [scale_batch * scale_rows, blocks_per_row]; out: fp4g_swizzle_128x4_size bytes. */
@@ -337,6 +354,21 @@ static int fp4g__jsize(const fp4g__json *j, long obj, const char *name, size_t *
   return fp4g__jsize_node(j, fp4g__jget(j, obj, name), out);
 }
 
+/* An unsigned 64-bit integer member (a Philox seed or offset). */
+static int fp4g__ju64(const fp4g__json *j, long obj, const char *name, uint64_t *out) {
+  long n = fp4g__jget(j, obj, name);
+  size_t i;
+  uint64_t v = 0;
+  if (n < 0 || j->nodes[n].type != FP4G_J_NUM || j->nodes[n].len == 0 || j->nodes[n].len > 20) return -1;
+  for (i = 0; i < j->nodes[n].len; ++i) {
+    char ch = j->text[j->nodes[n].start + i];
+    if (ch < '0' || ch > '9' || v > (UINT64_MAX - (uint64_t)(ch - '0')) / 10) return -1;
+    v = v * 10 + (uint64_t)(ch - '0');
+  }
+  *out = v;
+  return 0;
+}
+
 static int fp4g__jshape(const fp4g__json *j, long arr, int *ndim, size_t *shape) {
   long c;
   int d = 0;
@@ -404,6 +436,35 @@ static int fp4g__read_case(const fp4g__json *j, long obj, fp4g_case *c, size_t i
     else if (strcmp(order, "split_half") == 0) c->nibble_order = FP4G_SPLIT_HALF;
     else FP4G__BAD("options.nibble_order", "is not low_first, high_first or split_half");
   }
+  {
+    char rounding[16] = "";
+    long sr = fp4g__jget(j, obj, "stochastic");
+    if (fp4g__jget(j, opts, "rounding") >= 0 && fp4g__jstr(j, opts, "rounding", rounding, sizeof rounding) != 0)
+      FP4G__BAD("options.rounding", "is not a short string");
+    c->stochastic = strcmp(rounding, "stochastic") == 0;
+    if (sr >= 0 && j->nodes[sr].type == FP4G_J_NULL) sr = -1;
+    if (!c->stochastic && sr >= 0) FP4G__BAD("stochastic", "is given, but options.rounding is not stochastic");
+    if (c->stochastic) {
+      size_t len;
+      if (sr < 0 || j->nodes[sr].type != FP4G_J_OBJ) FP4G__BAD("stochastic", "is missing or not an object");
+      if (fp4g__jstr(j, sr, "rbits", c->rbits_file, sizeof c->rbits_file) != 0 || !fp4g__safe_name(c->rbits_file, 0) ||
+          (len = strlen(c->rbits_file)) < 5 || strcmp(c->rbits_file + len - 4, ".npy") != 0 ||
+          strcmp(c->rbits_file, "input.npy") == 0)
+        FP4G__BAD("stochastic.rbits", "is not the plain .npy name of the case's random bytes");
+      c->has_philox_key = fp4g__jget(j, sr, "rng") >= 0;
+      if (c->has_philox_key) {
+        if (fp4g__jstr(j, sr, "rng", c->rng, sizeof c->rng) != 0 ||
+            (strcmp(c->rng, "philox-te") != 0 && strcmp(c->rng, "philox-index") != 0))
+          FP4G__BAD("stochastic.rng", "is not philox-te or philox-index");
+        if (fp4g__ju64(j, sr, "seed", &c->seed) != 0) FP4G__BAD("stochastic.seed", "is not an integer in 0..2^64-1");
+        if (fp4g__ju64(j, sr, "offset", &c->offset) != 0) FP4G__BAD("stochastic.offset", "is not an integer in 0..2^64-1");
+        if (strcmp(c->rng, "philox-te") == 0 &&
+            (fp4g__jstr(j, sr, "rbits_map", c->rbits_map, sizeof c->rbits_map) != 0 ||
+             (strcmp(c->rbits_map, "te") != 0 && strcmp(c->rbits_map, "ptx") != 0)))
+          FP4G__BAD("stochastic.rbits_map", "is not te or ptx");
+      }
+    }
+  }
   if (fp4g__jsize(j, obj, "rows", &c->rows) != 0) FP4G__BAD("rows", "is missing");
   if (fp4g__jsize(j, obj, "padded_len", &c->padded_len) != 0) FP4G__BAD("padded_len", "is missing");
   if (fp4g__jsize(j, obj, "blocks_per_row", &c->blocks_per_row) != 0) FP4G__BAD("blocks_per_row", "is missing");
@@ -438,7 +499,10 @@ static int fp4g__read_case(const fp4g__json *j, long obj, fp4g_case *c, size_t i
     if (strcmp(base, "scales_hif4_cube.npy") == 0) c->has_hif4_cube = 1;
     if (strcmp(base, "global_scale.npy") == 0) c->has_global_scale = 1;
     if (strcmp(base, "dequant.npy") == 0) c->has_dequant = 1;
+    if (c->stochastic && strcmp(base, c->rbits_file) == 0) c->stochastic = 2;  /* listed */
   }
+  if (c->stochastic == 1) FP4G__BAD("stochastic.rbits", "names a file that 'files' does not list");
+  c->stochastic = c->stochastic != 0;
 #undef FP4G__BAD
   return 0;
 }
@@ -674,6 +738,15 @@ int fp4g_case_load(const fp4g_suite *s, const fp4g_case *c, const char *name, fp
       return fp4g__fail(err, errlen, "%s: not a float array of the manifest's 'shape'; regenerate the suite", path);
     }
   }
+  if (!c->is_gemm && c->stochastic && strcmp(name, c->rbits_file) == 0) {
+    int d, ok = a->ndim == c->ndim && a->u8 != NULL;
+    for (d = 0; ok && d < c->ndim; ++d) ok = a->shape[d] == c->shape[d];
+    if (!ok) {
+      fp4g_array_free(a);
+      return fp4g__fail(err, errlen, "%s: not a u8 array of the manifest's 'shape' (one random byte per element); "
+                        "regenerate the suite", path);
+    }
+  }
   if (!c->is_gemm && (strcmp(name, "codes.npy") == 0 || strcmp(name, "scales.npy") == 0)) {
     size_t want = strcmp(name, "codes.npy") == 0 ? c->rows * (c->padded_len / 2) : c->rows * c->blocks_per_row;
     int hif4_scales = strcmp(name, "scales.npy") == 0 && strcmp(c->format, "hif4") == 0;
@@ -707,6 +780,17 @@ int fp4g_case_row(const fp4g_case *c, const fp4g_array *input, size_t r, float *
   inner_i = r % inner;
   for (i = 0; i < c->padded_len; ++i)
     dst[i] = i < n ? input->f32[(outer_i * n + i) * inner + inner_i] : 0.0f;
+  return 0;
+}
+
+int fp4g_case_rbits_row(const fp4g_case *c, const fp4g_array *rbits, size_t r, uint8_t *dst) {
+  size_t inner = 1, i, n = c->shape[c->axis], outer_i, inner_i;
+  int d;
+  if (!c->stochastic || r >= c->rows || !rbits->u8 || rbits->count != c->rows * n) return -1;
+  for (d = c->axis + 1; d < c->ndim; ++d) inner *= c->shape[d];
+  outer_i = r / inner;
+  inner_i = r % inner;
+  for (i = 0; i < c->padded_len; ++i) dst[i] = i < n ? rbits->u8[(outer_i * n + i) * inner + inner_i] : 0;
   return 0;
 }
 

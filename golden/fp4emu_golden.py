@@ -18,6 +18,12 @@ dequant.npy, scales_swizzled_128x4.npy, ...). A case that expects an error
 (tail policy 'error') passes when the kernel raises. The AssertionError lists
 the first mismatches of every failing case.
 
+A stochastic-rounding case (case.stochastic is not None) carries its random
+bits as an input: case.rbits() is one uint8 byte per element, in the input's
+shape; the kernel rounds each element with its byte (golden/README.md,
+"Stochastic rounding cases"). case.stochastic also holds the Philox key
+(rng, seed, offset, rbits_map) when the bytes came from one.
+
 The manifest is untrusted input: malformed fields raise SuiteError naming the
 file and the field. Helpers for kernels: to_rows / from_rows (the block axis
 moved last and zero-padded), pack_codes (two codes per byte, low nibble first),
@@ -122,6 +128,34 @@ class Case:
             if not isinstance(path, str) or path.rsplit("/", 1)[0] != self.id:
                 raise bad("files[].path", "is not a file of the case's directory")
             self.files[path.rsplit("/", 1)[1]] = f
+        # Stochastic rounding: the random bytes' file and, for Philox bytes, their key.
+        self.rounding = self.options.get("rounding")
+        sr = entry.get("stochastic")
+        if (self.rounding == "stochastic") != (sr is not None):
+            raise bad("stochastic", "is given without options.rounding stochastic, or missing with it")
+        self.stochastic = None
+        if sr is not None:
+            if not isinstance(sr, dict):
+                raise bad("stochastic", "is not an object")
+            name = sr.get("rbits")
+            if (not isinstance(name, str) or "/" in name or name.startswith(".") or not name.endswith(".npy")
+                    or name in ("input.npy", "codes.npy", "scales.npy", "dequant.npy", "global_scale.npy")):
+                raise bad("stochastic.rbits", "is not the plain .npy name of the case's random bytes")
+            f = self.files.get(name)
+            if not f or f.get("role") != "input" or f.get("dtype") != "u8" or f.get("shape") != list(self.shape):
+                raise bad("stochastic.rbits", "is not a u8 input file of the input's shape in 'files'")
+            if "rng" in sr:
+                if sr["rng"] not in ("philox-te", "philox-index"):
+                    raise bad("stochastic.rng", "is not philox-te or philox-index")
+                for k in ("seed", "offset"):
+                    v = sr.get(k)
+                    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 64:
+                        raise bad(f"stochastic.{k}", "is not an integer in 0..2^64-1")
+                if (sr["rng"] == "philox-te") != (sr.get("rbits_map") in ("te", "ptx")):
+                    raise bad("stochastic.rbits_map", "is not te or ptx for philox-te, or given for philox-index")
+            elif any(k in sr for k in ("seed", "offset", "rbits_map")):
+                raise bad("stochastic.rng", "is missing beside a Philox seed, offset or rbits_map")
+            self.stochastic = sr
         # The scale matrix of the swizzled layout (golden/README.md, "Kernel-ready scale layouts").
         if self.axis == len(self.shape) - 1:
             self.scale_rows = self.shape[-2] if len(self.shape) >= 2 else 1
@@ -131,6 +165,15 @@ class Case:
 
     def __repr__(self):
         return f"Case({self.id!r})"
+
+    def rbits(self):
+        """A stochastic case's random bytes: uint8, the input's shape, one per element."""
+        if self.stochastic is None:
+            raise SuiteError(f"{self.id}: not a stochastic-rounding case (no random bytes)")
+        r = self.load(self.stochastic["rbits"])
+        if r.dtype != np.uint8:
+            raise SuiteError(f"{self.id}: {self.stochastic['rbits']} is {r.dtype}, not uint8; regenerate the suite")
+        return r
 
     def load(self, name):
         """A file of the case as an array; float inputs widened to float32."""

@@ -117,6 +117,14 @@ void run_case(const json& c, const fs::path& out) {
   o.input_dtype = c["input_dtype"] == "bf16" ? InputDType::bf16 : InputDType::f32;
   o.impl = Impl::fast;
   o.threads = 1;  // small tensors; OpenMP spinning on a loaded machine costs more than it gives
+  // A stochastic case's kernel reads its random bytes, as a hardware kernel
+  // feeds them to cvt.rs (golden/README.md "Stochastic rounding cases").
+  std::vector<uint8_t> rbits;
+  if (c["options"]["rounding"] == "stochastic") {
+    o.rounding = Rounding::stochastic;
+    rbits = io::read_npy(kSuite / id / c["stochastic"]["rbits"].get<std::string>()).bytes;
+    o.stochastic.bytes = rbits;
+  }
   if (c["expect"] == "error") {
     EXPECT_THROW(quantize(x, o), InputError) << id;
     // The refusal is the case's evidence for verify (golden/README.md).
@@ -155,11 +163,50 @@ TEST(GoldenFastPath, FastPathPassesTheCheckedInSuite) {
   std::ifstream in(kSuite / "manifest.json");
   const json m = json::parse(in);
   testing::TempDir cand;
-  for (const json& c : m["cases"]) run_case(c, cand.path());
+  int stochastic = 0;
+  for (const json& c : m["cases"]) {
+    run_case(c, cand.path());
+    stochastic += c["family"] == "stochastic";
+  }
+  EXPECT_GE(stochastic, 4 * 6) << "every SR recipe of the suite has its stochastic cases";
   VerifyOptions o;
   o.max_report = 10;
   const VerifyReport r = verify_suite(kSuite, cand.path(), o);
   EXPECT_EQ(r.exit_code(), 0) << report_text(r);
+}
+
+// A kernel that draws its own bits: every Philox case's key (seed, offset,
+// stream, byte map) run through the fast path gives the suite's codes, so
+// the key in the manifest regenerates rbits.npy.
+TEST(GoldenFastPath, PhiloxKeysRegenerateTheStochasticCases) {
+  std::ifstream in(kSuite / "manifest.json");
+  const json m = json::parse(in);
+  int keyed = 0;
+  for (const json& c : m["cases"]) {
+    if (!c.contains("stochastic") || !c["stochastic"].contains("rng")) continue;
+    const std::string id = c["id"];
+    const json& k = c["stochastic"];
+    const io::Array in_arr = io::read_npy(kSuite / id / "input.npy");
+    Tensor x;
+    x.shape = in_arr.shape;
+    x.data = io::to_f32(in_arr);
+    QuantOptions o;
+    o.recipe = c["recipe"].get<std::string>();
+    o.axis = c["options"]["axis"];
+    o.tail = TailPolicy::pad;
+    o.rounding = Rounding::stochastic;
+    o.stochastic.seed = k["seed"].get<uint64_t>();
+    o.stochastic.offset = k["offset"].get<uint64_t>();
+    o.stochastic.rng = *parse_sr_rng(k["rng"].get<std::string>());
+    if (k.contains("rbits_map")) o.stochastic.map = *parse_rbits_map(k["rbits_map"].get<std::string>());
+    o.impl = Impl::fast;
+    o.threads = 2;
+    const PackedTensor p = quantize(x, o);
+    EXPECT_EQ(p.codes, io::read_npy(kSuite / id / "codes.npy").bytes) << id;
+    EXPECT_EQ(p.stochastic, describe(o.stochastic)) << id;  // the key is recorded with the codes
+    ++keyed;
+  }
+  EXPECT_GE(keyed, 3 * 4) << "each SR recipe has its philox-te, philox-te ptx and philox-index cases";
 }
 
 }  // namespace

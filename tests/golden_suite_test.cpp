@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/recipe.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu::golden {
@@ -106,12 +108,15 @@ TEST(GoldenSuite, SeedChangesOnlyRandomCases) {
   for (const auto& [path, bytes] : fa) {
     if (path.find("/random_") != std::string::npos || path.find("/layout_") != std::string::npos ||
         path.find("/tail_") != std::string::npos || path.find("/gemm_") != std::string::npos ||
+        path.find("/sr_tail/") != std::string::npos || path.find("/sr_philox") != std::string::npos ||
         path == "manifest.json" || path == "SHA256SUMS")
       continue;
     EXPECT_EQ(bytes, fb.at(path)) << path << " depends on the seed";
   }
   EXPECT_NE(fa.at("nvfp4.te/random_gaussian_rows/input.npy"), fb.at("nvfp4.te/random_gaussian_rows/input.npy"));
   EXPECT_NE(fa.at("nvfp4.te/gemm_tail/A.npy"), fb.at("nvfp4.te/gemm_tail/A.npy"));
+  EXPECT_NE(fa.at("nvfp4.te/sr_tail/rbits.npy"), fb.at("nvfp4.te/sr_tail/rbits.npy"));
+  EXPECT_NE(fa.at("nvfp4.te/sr_philox_te/rbits.npy"), fb.at("nvfp4.te/sr_philox_te/rbits.npy"));
 }
 
 TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
@@ -136,7 +141,63 @@ TEST(GoldenSuite, ManifestRecordsGeneratorAndEveryFamily) {
     EXPECT_EQ(fam.count("tail"), static_cast<size_t>(block - 1)) << r;
     EXPECT_EQ(fam.count("hif4_bits"), std::string(r).rfind("hif4", 0) == 0 ? 1u : 0u) << r;
     EXPECT_EQ(fam.count("gemm"), 4u) << r;  // gemm_scales, gemm_tail, gemm_layout, gemm_epilogue
+    // sr_grid, sr_special, sr_tail, sr_philox_te, sr_philox_te_ptx, sr_philox_index for each recipe with SR
+    const bool sr = find_recipe(r)->allowed_roundings & rounding_bit(Rounding::stochastic);
+    EXPECT_EQ(fam.count("stochastic"), sr ? 6u : 0u) << r;
   }
+}
+
+// Stochastic rounding's integer rule (docs/formats.md "Stochastic rounding"),
+// by a plain loop over every MXFP4 stochastic case: the magnitude x/X rounds
+// away from zero iff floor(256·δ) + r >= 256, δ its position between grid
+// neighbours, r its byte in rbits.npy; 6 and beyond saturate. X = 2^(E8M0 -
+// 127) is a power of two, so x/X and δ are exact in double.
+TEST(GoldenSuite, MxStochasticCasesFollowTheIntegerRule) {
+  const json m = manifest_of(kCheckedIn);
+  const double grid[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  int cases = 0;
+  int64_t checked = 0, up_by_byte = 0, kept_by_byte = 0;
+  for (const json& c : m["cases"]) {
+    if (c["family"] != "stochastic" || c["format"] != "mxfp4") continue;
+    ++cases;
+    const fs::path d = kCheckedIn / c["id"].get<std::string>();
+    const std::vector<float> x = io::to_f32(io::read_npy(d / "input.npy"));
+    const std::vector<uint8_t> r = io::read_npy(d / "rbits.npy").bytes;
+    const std::vector<uint8_t> codes = io::read_npy(d / "codes.npy").bytes;
+    const std::vector<uint8_t> scales = io::read_npy(d / "scales.npy").bytes;
+    ASSERT_EQ(c["options"]["nibble_order"], "low_first");
+    const std::vector<int64_t> shape = c["shape"];
+    const int axis = c["options"]["axis"];
+    const int64_t len = shape[axis], padded = c["padded_len"], per_row = c["blocks_per_row"];
+    int64_t inner = 1;
+    for (size_t a = axis + 1; a < shape.size(); ++a) inner *= shape[a];
+    ASSERT_EQ(r.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t k = (static_cast<int64_t>(i) / inner) % len;
+      const int64_t row = static_cast<int64_t>(i) / inner / len * inner + static_cast<int64_t>(i) % inner;
+      const uint8_t s = scales[row * per_row + k / 32];
+      if (s == 0xFF) continue;  // a NaN block: its codes are a convention
+      const double t = std::fabs(static_cast<double>(x[i])) / std::ldexp(1.0, s == 0 ? -127 : s - 127);
+      int want = 7;
+      if (t < 6) {
+        int lo = 0;
+        while (grid[lo + 1] <= t) ++lo;
+        const int frac = static_cast<int>(256 * (t - grid[lo]) / (grid[lo + 1] - grid[lo]));
+        want = frac + r[i] >= 256 ? lo + 1 : lo;
+        if (frac > 0) (want > lo ? up_by_byte : kept_by_byte) += 1;
+      }
+      want |= std::signbit(x[i]) ? 8 : 0;
+      const int got = (codes[row * padded / 2 + k / 2] >> (k % 2 ? 4 : 0)) & 0xF;
+      EXPECT_EQ(got, want) << c["id"] << " element " << i << " x = " << x[i] << " r = " << int(r[i]);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(cases, 12);  // six each for mxfp4.ocp and mxfp4.rceil
+  EXPECT_GT(up_by_byte, 100);
+  EXPECT_GT(kept_by_byte, 100);
+  std::printf("%lld elements of %d cases: %lld off-grid rounded up by their byte, %lld kept\n",
+              static_cast<long long>(checked), cases, static_cast<long long>(up_by_byte),
+              static_cast<long long>(kept_by_byte));
 }
 
 // Nibbles of the real (unpadded) elements of a 2-D [n, L] low_first case.

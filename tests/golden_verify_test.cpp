@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <tuple>
@@ -20,6 +22,7 @@
 #include "fp4emu/golden/sha256.hpp"
 #include "fp4emu/golden/suite.hpp"
 #include "fp4emu/io/npy.hpp"
+#include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "test_util.hpp"
 
@@ -482,6 +485,61 @@ TEST(GoldenVerifyHostile, ManifestFieldsAreCheckedBeforeUse) {
   }
 }
 
+// The random bits of a stochastic case (golden/README.md "Stochastic rounding
+// cases") are an input a kernel reads: their file, key and map are checked
+// like every other field before anything is read.
+TEST(GoldenVerifyHostile, StochasticFieldsAreCheckedBeforeUse) {
+  const std::string id = "mxfp4.ocp/sr_philox_te";
+  testing::TempDir cand;
+  struct Edit {
+    const char* what;  // what the message must name
+    std::function<void(json& c)> edit;
+  };
+  const auto drop_rbits_file = [](json& c) {
+    json& files = c["files"];
+    for (size_t i = 0; i < files.size(); ++i)
+      if (files[i]["path"].get<std::string>().ends_with("/rbits.npy")) files.erase(i--);
+  };
+  const Edit edits[] = {
+      {"field 'stochastic.seed' is -1, must be an integer in 0..", [](json& c) { c["stochastic"]["seed"] = -1; }},
+      {"field 'stochastic.seed' is a non-integer number", [](json& c) { c["stochastic"]["seed"] = 1.5; }},
+      {"field 'stochastic.seed' is a non-integer number",  // 2^64: beyond uint64, parsed as a double
+       [](json& c) { c["stochastic"]["seed"] = 18446744073709551616.0; }},
+      {"field 'stochastic.seed' is a string", [](json& c) { c["stochastic"]["seed"] = "7"; }},
+      {"field 'stochastic.offset' is missing", [](json& c) { c["stochastic"].erase("offset"); }},
+      {"field 'stochastic.rng' is 'philox-xyz', must be philox-te or philox-index",
+       [](json& c) { c["stochastic"]["rng"] = "philox-xyz"; }},
+      {"field 'stochastic.rbits_map' is 'le', must be te or ptx", [](json& c) { c["stochastic"]["rbits_map"] = "le"; }},
+      {"field 'stochastic.rbits_map' is missing", [](json& c) { c["stochastic"].erase("rbits_map"); }},
+      {"field 'stochastic.rbits_map' is given, but philox-index",
+       [](json& c) { c["stochastic"]["rng"] = "philox-index"; }},
+      {"field 'stochastic.seed' is given without 'rng'", [](json& c) { c["stochastic"].erase("rng"); }},
+      {"field 'stochastic.rbits' is '../rbits.npy', must be a .npy file name inside",
+       [](json& c) { c["stochastic"]["rbits"] = "../rbits.npy"; }},
+      {"field 'stochastic.rbits' is 'codes.npy', the name of another file of the case",
+       [](json& c) { c["stochastic"]["rbits"] = "codes.npy"; }},
+      {"field 'stochastic.rbits' is 'input.npy', the name of another file",
+       [](json& c) { c["stochastic"]["rbits"] = "input.npy"; }},
+      {"field 'stochastic.rbits' names 'rbits.npy', which 'files' does not list", drop_rbits_file},
+      {"gives rbits.npy as f32 [4, 70], but the case's 'shape' [4, 70] (axis 1, block_size 32) needs u8 [4, 70]",
+       [](json& c) { c["files"][1]["dtype"] = "f32"; }},
+      {"gives rbits.npy as u8 [4, 17]", [](json& c) { c["files"][1]["shape"] = json::array({4, 17}); }},
+      {"field 'stochastic' is given, but options.rounding is rne", [](json& c) { c["options"]["rounding"] = "rne"; }},
+      {"has options.rounding stochastic but no field 'stochastic'", [](json& c) { c.erase("stochastic"); }},
+      {"field 'stochastic' is a string, must be a JSON object", [](json& c) { c["stochastic"] = "philox"; }},
+  };
+  for (const Edit& e : edits) {
+    EditableSuite suite({id});
+    json& c = suite.case_(id);
+    ASSERT_EQ(c["files"][1]["path"], id + "/rbits.npy");
+    e.edit(c);
+    suite.save();
+    const std::string msg = rejection(suite.path(), cand.path());
+    EXPECT_NE(msg.find(e.what), std::string::npos) << e.what << "\n" << msg;
+    EXPECT_NE(msg.find("manifest.json"), std::string::npos) << msg;
+  }
+}
+
 TEST(GoldenVerifyHostile, GemmCaseWithoutOutputsIsRejected) {
   EditableSuite suite({"mxfp4.ocp/gemm_tail"});
   testing::TempDir cand;
@@ -799,6 +857,117 @@ TEST(GoldenVerifyWhy, TieRoundedAwayIsClassified) {
     if (cr.id == id) {
       EXPECT_NE(cr.classification.find("ties rounded away from zero in 1 of 1 differing elements"), std::string::npos)
           << cr.classification;
+    }
+  }
+}
+
+// A kernel under test as a harness runs it on a stochastic case: the
+// reference quantizer with the case's options, rounding with the random bytes
+// of rbits.npy, or as `rounding` says; writes its outputs into `cand`.
+void run_stochastic_case(const json& c, const fs::path& cand, Rounding rounding, std::optional<RbitsMap> map = {}) {
+  const std::string id = c["id"];
+  const io::Array in = io::read_npy(suite_dir() / id / "input.npy");
+  Tensor x;
+  x.shape = in.shape;
+  x.data = io::to_f32(in);
+  QuantOptions o;
+  o.recipe = c["recipe"].get<std::string>();
+  o.axis = c["options"]["axis"];
+  o.tail = TailPolicy::pad;
+  if (!c["options"]["global_amax"].is_null())
+    o.global_amax = std::strtof(c["options"]["global_amax"].get<std::string>().c_str(), nullptr);
+  o.impl = Impl::reference;
+  o.rounding = rounding;
+  const std::vector<uint8_t> rbits = io::read_npy(suite_dir() / id / "rbits.npy").bytes;
+  if (rounding == Rounding::stochastic && map) {  // regenerated from the key with another byte map
+    o.stochastic.seed = c["stochastic"]["seed"].get<uint64_t>();
+    o.stochastic.offset = c["stochastic"]["offset"].get<uint64_t>();
+    o.stochastic.rng = SrRng::philox_te;
+    o.stochastic.map = *map;
+  } else if (rounding == Rounding::stochastic) {
+    o.stochastic.bytes = rbits;
+  }
+  const PackedTensor p = quantize(x, o);
+  const fs::path d = cand / id;
+  fs::create_directories(d);
+  io::write_npy(d / "codes.npy", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes));
+  if (p.format == Format::hif4) {
+    std::vector<uint32_t> words(p.num_blocks());
+    for (size_t i = 0; i < words.size(); ++i)
+      for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+    io::write_npy(d / "scales.npy", io::from_u32(p.stored_shape(p.blocks_per_row()), words));
+  } else {
+    io::write_npy(d / "scales.npy", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales));
+  }
+  if (p.format == Format::nvfp4) {
+    const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+    io::write_npy(d / "global_scale.npy", io::from_f32({3}, g));
+  }
+  const Tensor dq = dequantize(p, DequantOptions{.impl = Impl::reference, .threads = 1});
+  io::write_npy(d / "dequant.npy", io::from_f32(dq.shape, dq.data));
+}
+
+// Every stochastic case of every SR recipe of the default suite: the kernel
+// that rounds with the case's random bytes passes; one that rounds to
+// nearest instead fails every case, each named as such, with the random
+// byte of each listed element; a philox-te kernel reading its words in the
+// other byte order fails and is named too.
+TEST(GoldenVerifyWhy, StochasticCasesCatchRoundToNearestAndTheOtherByteMap) {
+  const json m = manifest();
+  std::vector<const json*> sr;
+  std::set<std::string> recipes;
+  for (const json& c : m["cases"])
+    if (c["family"] == "stochastic") {
+      sr.push_back(&c);
+      recipes.insert(c["recipe"].get<std::string>());
+    }
+  EXPECT_EQ(recipes, (std::set<std::string>{"hif4.v14", "mxfp4.ocp", "mxfp4.rceil", "nvfp4.te"}));
+  ASSERT_EQ(sr.size(), 6 * recipes.size());
+  VerifyOptions o = all_reported();
+  o.filter.families = {"stochastic"};
+  {
+    testing::TempDir cand;
+    for (const json* c : sr) run_stochastic_case(*c, cand.path(), Rounding::stochastic);
+    const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
+    EXPECT_EQ(r.exit_code(), 0) << report_text(r);
+    EXPECT_EQ(r.count(CaseStatus::pass), static_cast<int>(sr.size()));
+  }
+  {
+    testing::TempDir cand;
+    for (const json* c : sr) run_stochastic_case(*c, cand.path(), Rounding::rne);
+    const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
+    EXPECT_EQ(r.exit_code(), 1);
+    EXPECT_EQ(r.count(CaseStatus::fail), static_cast<int>(sr.size())) << report_text(r);
+    for (const CaseResult& cr : r.cases) {
+      if (cr.family != "stochastic") continue;
+      EXPECT_EQ(cr.status, CaseStatus::fail) << cr.id;
+      EXPECT_NE(cr.classification.find("stochastic rounding: the codes are those of round-to-nearest-even"),
+                std::string::npos)
+          << cr.id << ": " << cr.classification;
+    }
+    ASSERT_FALSE(r.first.empty());
+    for (const Mismatch& mm : r.first) {
+      if (mm.kind == "code") {
+        EXPECT_NE(mm.scaled.find("random byte r = 0x"), std::string::npos) << mm.scaled;
+      }
+    }
+  }
+  {
+    testing::TempDir cand;
+    int swapped = 0;
+    for (const json* c : sr)
+      if (c->at("stochastic").value("rbits_map", "") == "te") {
+        run_stochastic_case(*c, cand.path(), Rounding::stochastic, RbitsMap::ptx);
+        ++swapped;
+      }
+    ASSERT_EQ(swapped, static_cast<int>(recipes.size()));
+    const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
+    EXPECT_EQ(r.count(CaseStatus::fail), swapped) << report_text(r);
+    for (const CaseResult& cr : r.cases) {
+      if (cr.status == CaseStatus::fail) {
+        EXPECT_NE(cr.classification.find("the codes are those of rbits_map ptx"), std::string::npos)
+            << cr.id << ": " << cr.classification;
+      }
     }
   }
 }

@@ -201,11 +201,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", err);
     return 2;
   }
-  size_t cases = 0, failed = 0;
+  size_t cases = 0, failed = 0, stochastic = 0;
   for (size_t k = 0; k < s.count; ++k) {
     const fp4g_case& c = s.cases[k];
     if (c.is_gemm || c.expect_error) continue;  // the kernel has no ragged-tail refusal
     if (std::strcmp(c.recipe, "mxfp4.rceil") != 0 && std::strcmp(c.recipe, "nvfp4.te") != 0) continue;
+    // Stochastic rounding needs cvt.rs (sm_100a) and its unsettled byte map
+    // (cuda_sr_byte_map.cu); this kernel rounds to nearest only.
+    if (c.stochastic) {
+      ++stochastic;
+      continue;
+    }
     const long bad = run_case(s, c, on_device);
     if (bad < 0) return 2;
     ++cases;
@@ -215,6 +221,7 @@ int main(int argc, char** argv) {
     }
   }
   fp4g_suite_close(&s);
-  std::printf("%zu cases of mxfp4.rceil and nvfp4.te, %zu failed\n", cases, failed);
+  std::printf("%zu cases of mxfp4.rceil and nvfp4.te, %zu failed (%zu stochastic-rounding cases not run)\n", cases,
+              failed, stochastic);
   return cases > 0 && failed == 0 ? 0 : 1;
 }

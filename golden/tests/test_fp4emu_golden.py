@@ -20,7 +20,18 @@ SUITE = os.environ.get("FP4EMU_GOLDEN_SUITE", os.path.join(os.path.dirname(HERE)
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
 
 
-def toy_mxfp4_ocp(x, case, tie_bug=False, swizzle_bug=False):
+def e2m1_stochastic(mag, r):
+    """E2M1 magnitude codes with stochastic rounding (docs/formats.md, "Stochastic rounding"):
+    between grid neighbours lo < hi, away from zero iff floor(256 (mag - lo) / (hi - lo)) + r >= 256;
+    6 and beyond saturate. The steps are powers of two: exact in float64."""
+    m = np.nan_to_num(mag.astype(np.float64), nan=0.0)
+    lo = np.clip(np.searchsorted(E2M1, m, side="right") - 1, 0, 6)
+    with np.errstate(over="ignore", invalid="ignore"):  # Inf lanes: saturated below
+        frac = np.floor(256 * (m - E2M1[lo]) / (E2M1[lo + 1] - E2M1[lo]))
+    return np.where(m >= 6, 7, lo + (frac + r >= 256)).astype(np.uint8)
+
+
+def toy_mxfp4_ocp(x, case, tie_bug=False, swizzle_bug=False, ignore_rbits=False):
     if case.tail == "error" and case.shape[case.axis] % 32:
         raise ValueError("block axis is not a multiple of 32")
     rows = fg.to_rows(x.astype(np.float32), case)
@@ -38,6 +49,9 @@ def toy_mxfp4_ocp(x, case, tie_bug=False, swizzle_bug=False):
     upper_tie = (mag >= 2.5) if tie_bug else (mag > 2.5)
     code = ((mag > 0.25).astype(np.uint8) + (mag >= 0.75) + (mag > 1.25) + (mag >= 1.75) + upper_tie
             + (mag >= 3.5) + (mag > 5)).astype(np.uint8)
+    if case.stochastic is not None and not ignore_rbits:  # each element rounded with its random byte
+        r = fg.to_rows(case.rbits(), case).reshape(blocks.shape).astype(np.int64)
+        code = e2m1_stochastic(mag, r)
     code |= (np.signbit(y).astype(np.uint8) << 3)
     code[special] = 0x4  # NaN block: torchao on CUDA
     scale = (s + 127).astype(np.uint8)
@@ -67,6 +81,15 @@ def test_planted_tie_bug_is_caught():
         fg.assert_matches(lambda x, c: toy_mxfp4_ocp(x, c, tie_bug=True), SUITE, "mxfp4.ocp")
 
 
+def test_stochastic_cases_need_their_random_bytes():
+    sr = [c for c in fg.cases(SUITE, "mxfp4.ocp") if c.stochastic is not None]
+    assert len(sr) >= 4, "the suite has no mxfp4.ocp stochastic-rounding cases"
+    assert all(c.rbits().dtype == np.uint8 and c.rbits().shape == c.shape for c in sr)
+    assert any("rng" in c.stochastic for c in sr) and any("rng" not in c.stochastic for c in sr)
+    with pytest.raises(AssertionError, match=r"mxfp4\.ocp/sr_grid codes\.npy: element"):
+        fg.assert_matches(lambda x, c: toy_mxfp4_ocp(x, c, ignore_rbits=True), SUITE, "mxfp4.ocp")
+
+
 def test_wrong_scale_layout_is_caught():
     with pytest.raises(AssertionError, match=r"scales_swizzled_128x4\.npy"):
         fg.assert_matches(lambda x, c: toy_mxfp4_ocp(x, c, swizzle_bug=True), SUITE, "mxfp4.ocp")
@@ -91,6 +114,12 @@ GOOD_CASE = {"id": "m/c", "family": "codes", "format": "mxfp4", "recipe": "mxfp4
              "rows": 2, "padded_len": 64, "blocks_per_row": 2, "files": []}
 
 
+SR_CASE = dict(GOOD_CASE, options=dict(GOOD_CASE["options"], rounding="stochastic"),
+               stochastic={"rbits": "rbits.npy"},
+               files=[{"path": "m/c/rbits.npy", "role": "input", "dtype": "u8", "shape": [2, 33]}])
+SR_KEY = {"rbits": "rbits.npy", "rng": "philox-te", "seed": 7, "offset": 0, "rbits_map": "te"}
+
+
 def _manifest(cases, **top):
     m = {"schema": "fp4emu-golden", "schema_version": 1, "cases": cases}
     m.update(top)
@@ -111,6 +140,15 @@ def _manifest(cases, **top):
     (_manifest([dict(GOOD_CASE, options={"axis": 5})]), "'options.axis'"),
     (_manifest([dict(GOOD_CASE, options={"axis": 1, "nibble_order": "odd"})]), "'options.nibble_order'"),
     (_manifest([dict(GOOD_CASE, files=[{"path": "other/c/codes.npy"}])]), "'files[].path'"),
+    (_manifest([dict(GOOD_CASE, stochastic={"rbits": "rbits.npy"})]), "'stochastic'"),
+    (_manifest([dict(SR_CASE, stochastic={"rbits": "../rbits.npy"})]), "'stochastic.rbits'"),
+    (_manifest([dict(SR_CASE, stochastic={"rbits": "codes.npy"})]), "'stochastic.rbits'"),
+    (_manifest([dict(SR_CASE, files=[])]), "'stochastic.rbits'"),
+    (_manifest([dict(SR_CASE, stochastic=dict(SR_KEY, rng="philox-x"))]), "'stochastic.rng'"),
+    (_manifest([dict(SR_CASE, stochastic=dict(SR_KEY, seed=-1))]), "'stochastic.seed'"),
+    (_manifest([dict(SR_CASE, stochastic=dict(SR_KEY, offset=1 << 64))]), "'stochastic.offset'"),
+    (_manifest([dict(SR_CASE, stochastic=dict(SR_KEY, rbits_map="le"))]), "'stochastic.rbits_map'"),
+    (_manifest([dict(SR_CASE, stochastic={"rbits": "rbits.npy", "seed": 3})]), "'stochastic.rng'"),
 ], ids=lambda v: None if len(str(v)) < 40 else "manifest")
 def test_damaged_manifest_is_refused(tmp_path, text, field):
     (tmp_path / "manifest.json").write_text(text)

@@ -1,8 +1,9 @@
 /* Runs a small, plainly written MXFP4 quantizer (recipe mxfp4.ocp, written
  * from docs/formats.md's MXFP4 table) through fp4emu_golden.h against a
  * suite: every mxfp4.ocp quantize case must match (codes, E8M0 scales, the
- * swizzled 128x4 scales of layout cases, dequantized values), and the same
- * kernel with a planted rounding bug must be caught.
+ * swizzled 128x4 scales of layout cases, dequantized values; stochastic cases
+ * rounded with their random bytes), and the same kernel with a planted
+ * rounding bug, or ignoring the random bytes, must be caught.
  *
  * usage: toy_mxfp4_test SUITE_DIR [HOSTILE_DIR]
  * HOSTILE_DIR: a directory this test may write damaged manifests into. */
@@ -40,8 +41,21 @@ static unsigned e2m1_rne(float y, int plant_bug) {
 
 static const float e2m1_value[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-/* One block of 32: scale code and codes (one per byte, unpacked). */
-static void quantize_block(const float *x, uint8_t *scale, uint8_t *codes, int plant_bug) {
+/* E2M1 magnitude code of y >= 0 with stochastic rounding and random byte r
+ * (docs/formats.md, "Stochastic rounding"): between grid neighbours lo < hi,
+ * away from zero iff floor(256 (y - lo) / (hi - lo)) + r >= 256; 6 and
+ * beyond saturate. The steps are powers of two, so the double is exact. */
+static unsigned e2m1_sr(float y, unsigned r) {
+  unsigned c = 0, k;
+  if (y >= 6.0f) return 7;
+  while (c < 7 && e2m1_value[c + 1] <= y) ++c;
+  k = (unsigned)(256.0 * ((double)y - e2m1_value[c]) / (e2m1_value[c + 1] - e2m1_value[c]));
+  return k + r >= 256 ? c + 1 : c;
+}
+
+/* One block of 32: scale code and codes (one per byte, unpacked); rbits: the
+ * block's random bytes (stochastic rounding), NULL for round-to-nearest-even. */
+static void quantize_block(const float *x, const uint8_t *rbits, uint8_t *scale, uint8_t *codes, int plant_bug) {
   int i, special = 0, e, s;
   uint32_t amax_bits = 0;
   for (i = 0; i < 32; ++i) {
@@ -66,24 +80,35 @@ static void quantize_block(const float *x, uint8_t *scale, uint8_t *codes, int p
     /* 2^-s is a normal float for s in -127..125 */
     float y = x[i] * float_of((uint32_t)(127 - s) << 23);
     unsigned sign = (bits_of(y) >> 31) << 3;
-    codes[i] = (uint8_t)(sign | e2m1_rne(y < 0 ? -y : y, plant_bug));
+    const float mag = y < 0 ? -y : y;
+    codes[i] = (uint8_t)(sign | (rbits ? e2m1_sr(mag, rbits[i]) : e2m1_rne(mag, plant_bug == 1)));
   }
 }
 
 typedef struct {
-  size_t cases, skipped_error, mismatches;
+  size_t cases, stochastic, skipped_error, mismatches;
 } run_result;
+
+/* plant_bug 1: the ties 2.5 and 5 rounded up; 2: the random bytes of
+ * stochastic cases ignored (round-to-nearest-even instead). */
 
 static int run_case(const fp4g_suite *s, const fp4g_case *c, int plant_bug, size_t *mismatches, FILE *report) {
   char err[FP4G_ERR_LEN];
-  fp4g_array in, want_codes, want_scales, want_swz, want_deq;
+  fp4g_array in, want_codes, want_scales, want_swz, want_deq, rbits;
   size_t r, b, i, n = c->shape[c->axis], inner = 1;
+  const int sr = c->stochastic && plant_bug != 2;
+  uint8_t *row_rbits = (uint8_t *)malloc(c->padded_len + 1);
   uint8_t *codes = (uint8_t *)calloc(c->rows * c->padded_len / 2 + 1, 1);
   uint8_t *scales = (uint8_t *)calloc(c->rows * c->blocks_per_row + 1, 1);
   float *row = (float *)malloc((c->padded_len + 1) * sizeof *row);
   float *deq = (float *)malloc((c->rows * n + 1) * sizeof *deq);
   int d;
-  if (!codes || !scales || !row || !deq) { fprintf(stderr, "out of memory\n"); exit(1); }
+  if (!codes || !scales || !row || !deq || !row_rbits) { fprintf(stderr, "out of memory\n"); exit(1); }
+  memset(&rbits, 0, sizeof rbits);
+  if (sr && fp4g_case_load(s, c, c->rbits_file, &rbits, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    return -1;
+  }
   for (d = c->axis + 1; d < c->ndim; ++d) inner *= c->shape[d];
   if (fp4g_case_load(s, c, "input.npy", &in, err, sizeof err) != 0 ||
       fp4g_case_load(s, c, "codes.npy", &want_codes, err, sizeof err) != 0 ||
@@ -94,10 +119,11 @@ static int run_case(const fp4g_suite *s, const fp4g_case *c, int plant_bug, size
   }
   for (r = 0; r < c->rows; ++r) {
     fp4g_case_row(c, &in, r, row);
+    if (sr) fp4g_case_rbits_row(c, &rbits, r, row_rbits);
     for (b = 0; b < c->blocks_per_row; ++b) {
       uint8_t block_codes[32];
       uint8_t *scale = &scales[r * c->blocks_per_row + b];
-      quantize_block(row + b * 32, scale, block_codes, plant_bug);
+      quantize_block(row + b * 32, sr ? row_rbits + b * 32 : NULL, scale, block_codes, plant_bug);
       for (i = 0; i < 32; ++i) {
         size_t e = b * 32 + i;
         codes[(r * c->padded_len + e) / 2] |= (uint8_t)(block_codes[i] << (4 * (e % 2)));
@@ -130,6 +156,8 @@ static int run_case(const fp4g_suite *s, const fp4g_case *c, int plant_bug, size
     fp4g_array_free(&want_swz);
   }
   fp4g_array_free(&in);
+  if (sr) fp4g_array_free(&rbits);
+  free(row_rbits);
   fp4g_array_free(&want_codes);
   fp4g_array_free(&want_scales);
   fp4g_array_free(&want_deq);
@@ -150,6 +178,7 @@ static int run_suite(const fp4g_suite *s, int plant_bug, run_result *res, FILE *
     if (c->block_size != 32) { fprintf(stderr, "%s: block size is not 32\n", c->id); return -1; }
     if (run_case(s, c, plant_bug, &res->mismatches, report) != 0) return -1;
     ++res->cases;
+    res->stochastic += c->stochastic != 0;
   }
   return 0;
 }
@@ -345,13 +374,19 @@ int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: toy_mxfp4_test SUITE_DIR [HOSTILE_DIR]\n"); return 2; }
   if (fp4g_suite_open(argv[1], &s, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
   if (run_suite(&s, 0, &good, stderr) != 0) return 1;
-  printf("toy mxfp4.ocp kernel: %lu cases, %lu mismatches (%lu expect-error cases not run)\n",
-         (unsigned long)good.cases, (unsigned long)good.mismatches, (unsigned long)good.skipped_error);
+  printf("toy mxfp4.ocp kernel: %lu cases (%lu stochastic), %lu mismatches (%lu expect-error cases not run)\n",
+         (unsigned long)good.cases, (unsigned long)good.stochastic, (unsigned long)good.mismatches,
+         (unsigned long)good.skipped_error);
   if (good.cases == 0 || good.mismatches != 0) { fprintf(stderr, "FAIL: the correct toy kernel must match\n"); return 1; }
+  if (good.stochastic == 0) { fprintf(stderr, "FAIL: the suite has no stochastic mxfp4.ocp case\n"); return 1; }
   if (check_layouts(&s) != 0 || check_code_positions(&s) != 0) return 1;
   if (run_suite(&s, 1, &bug, stdout) != 0) return 1;
   printf("toy kernel with ties 2.5 and 5 rounded up: %lu mismatches\n", (unsigned long)bug.mismatches);
   if (bug.mismatches == 0) { fprintf(stderr, "FAIL: the planted bug was not caught\n"); return 1; }
+  if (run_suite(&s, 2, &bug, stdout) != 0) return 1;
+  printf("toy kernel rounding stochastic cases to nearest (random bytes ignored): %lu mismatches\n",
+         (unsigned long)bug.mismatches);
+  if (bug.mismatches == 0) { fprintf(stderr, "FAIL: a kernel that ignores the random bytes was not caught\n"); return 1; }
   fp4g_suite_close(&s);
   if (argc > 2 && (hostile_manifests(argv[2]) != 0 || hostile_npy(argv[2]) != 0 || not_a_file(argv[2]) != 0)) return 1;
   printf("PASS\n");

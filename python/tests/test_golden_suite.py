@@ -41,6 +41,8 @@ def test_suite_case(case, impl):
     kw = dict(axis=o["axis"], tail=o["tail"], rounding=o["rounding"], nibble_order=o["nibble_order"],
               scale_bit_order=o["scale_bit_order"], impl=impl, input_dtype=dt,
               global_amax=None if o["global_amax"] is None else float.fromhex(o["global_amax"]))
+    if "stochastic" in case:  # the case's random bytes, one per element (golden/README.md)
+        kw["rbits"] = load(f'{case["id"]}/{case["stochastic"]["rbits"]}')
     if case["expect"] == "error":
         with pytest.raises(ValueError) as e:
             fp4emu.quantize(x, case["recipe"], **kw)
@@ -61,6 +63,27 @@ def test_suite_case(case, impl):
             same_bits(p.with_scale_layout(layout).scales, load(outputs[f"scales_{layout}.npy"]))
             again = fp4emu.quantize(x, case["recipe"], scale_layout=layout, **kw)
             same_bits(again.scales, load(outputs[f"scales_{layout}.npy"]))
+
+
+KEYED_CASES = [c for c in QUANT_CASES if "rng" in c.get("stochastic", {})]
+
+
+@pytest.mark.parametrize("case", KEYED_CASES, ids=[c["id"] for c in KEYED_CASES])
+def test_suite_philox_key_regenerates_the_bytes(case):
+    """A stochastic case's Philox key (seed, offset, rng, rbits_map) gives the suite's codes, and the
+    packed metadata records that key."""
+    k, o = case["stochastic"], case["options"]
+    x, dt = case_input(case)
+    p = fp4emu.quantize(x, case["recipe"], axis=o["axis"], tail=o["tail"], rounding="stochastic", input_dtype=dt,
+                        seed=k["seed"], offset=k["offset"], rng=k["rng"], rbits_map=k.get("rbits_map"))
+    same_bits(p.codes, load(f'{case["id"]}/codes.npy'))
+    assert p.meta["stochastic"].startswith(f'{k["rng"]} seed={k["seed"]} offset={k["offset"]}')
+
+
+def test_suite_has_stochastic_cases_of_every_sr_recipe():
+    assert len(KEYED_CASES) == 12
+    assert {c["recipe"] for c in QUANT_CASES if c["family"] == "stochastic"} == {
+        "hif4.v14", "mxfp4.ocp", "mxfp4.rceil", "nvfp4.te"}
 
 
 GEMM_CASES = [c for c in MANIFEST["cases"] if c["family"] == "gemm" and not c["random_scales"]]

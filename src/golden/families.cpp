@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -344,12 +345,34 @@ Template make_template(const Recipe& r, float a, size_t variant, const InputGrid
   return t;
 }
 
-std::vector<Block> fill_template(const Probe& probe, Template t, int level) {
-  const InputGrid& g = probe.grid();
+// One lane of an edge block: its input and, in a stochastic case, its random byte.
+struct Lane {
+  float x;
+  uint8_t r = 0;
+};
+// The lanes to place in the slots sharing one grid: `grid` the representable
+// magnitudes up to `bound` (the governing anchor), ascending, 0 first.
+using LaneQueue = std::function<std::vector<Lane>(const std::vector<float>& grid, float bound)>;
+
+// Edge blocks and, for a stochastic case, the random byte of each lane.
+struct EdgeBlocks {
+  std::vector<Block> blocks;
+  std::vector<std::vector<uint8_t>> rbits;
+};
+
+// Appends v and -v (with random byte r) when v is finite and within `bound`.
+void both_signs(std::vector<Lane>& lanes, float v, float bound, uint8_t r = 0) {
+  if (!std::isfinite(v) || std::fabs(v) > bound) return;
+  lanes.push_back({v, r});
+  lanes.push_back({-v, r});
+}
+
+// The template's blocks: each free slot takes the next lane of its grid's
+// queue (slots with the same grid share one), until every queue is empty.
+EdgeBlocks fill_template(const Probe& probe, Template t, const LaneQueue& make_queue) {
   t.values = snap_anchors(probe, t.values, t.anchors);
   const PackedTensor q = probe.quantize_block(t.values);
-  // Slots with the same grid share one queue of values to place.
-  std::map<std::vector<uint32_t>, std::vector<float>> queues;
+  std::map<std::vector<uint32_t>, std::vector<Lane>> queues;
   std::vector<std::vector<uint32_t>> slot_grid(t.slots.size());
   for (size_t s = 0; s < t.slots.size(); ++s) {
     const auto [pos, anchor] = t.slots[s];
@@ -364,45 +387,50 @@ std::vector<Block> fill_template(const Probe& probe, Template t, int level) {
     std::vector<uint32_t> key{std::bit_cast<uint32_t>(bound)};
     for (float v : grid) key.push_back(std::bit_cast<uint32_t>(v));
     slot_grid[s] = key;
-    if (queues.count(key)) continue;
-    std::vector<float> values;
-    auto both = [&](float v) {
-      if (!std::isfinite(v) || std::fabs(v) > bound) return;
-      values.push_back(v);
-      values.push_back(-v);
-    };
-    for (size_t i = 0; i < grid.size(); ++i) {
-      both(grid[i]);
-      if (level >= 2 && grid[i] > 0.0f) {
-        both(g.next_down(grid[i]));
-        both(g.next_up(grid[i]));
-      }
-      if (i + 1 < grid.size()) {
-        const float mid = g.round((static_cast<double>(grid[i]) + grid[i + 1]) / 2.0);
-        both(mid);
-        both(g.next_down(mid));
-        both(g.next_up(mid));
-      }
-    }
-    queues[key] = std::move(values);
+    if (!queues.count(key)) queues[key] = make_queue(grid, bound);
   }
   std::map<std::vector<uint32_t>, size_t> next;
-  std::vector<Block> blocks;
+  EdgeBlocks out;
   for (;;) {
     bool placed = false;
     Block b = t.values;
+    std::vector<uint8_t> r(b.size(), 0);
     for (size_t s = 0; s < t.slots.size(); ++s) {
-      const std::vector<float>& queue = queues[slot_grid[s]];
+      const std::vector<Lane>& queue = queues[slot_grid[s]];
       size_t& n = next[slot_grid[s]];
       if (n < queue.size()) {
-        b[t.slots[s].first] = queue[n++];
+        b[t.slots[s].first] = queue[n].x;
+        r[t.slots[s].first] = queue[n++].r;
         placed = true;
       }
     }
     if (!placed) break;
-    blocks.push_back(std::move(b));
+    out.blocks.push_back(std::move(b));
+    out.rbits.push_back(std::move(r));
   }
-  return blocks;
+  return out;
+}
+
+// The codes family's lanes: every representable value (and at level 2 one
+// input ulp either side), every midpoint and one ulp either side, both signs.
+LaneQueue codes_lanes(const InputGrid& g, int level) {
+  return [g, level](const std::vector<float>& grid, float bound) {
+    std::vector<Lane> lanes;
+    for (size_t i = 0; i < grid.size(); ++i) {
+      both_signs(lanes, grid[i], bound);
+      if (level >= 2 && grid[i] > 0.0f) {
+        both_signs(lanes, g.next_down(grid[i]), bound);
+        both_signs(lanes, g.next_up(grid[i]), bound);
+      }
+      if (i + 1 < grid.size()) {
+        const float mid = g.round((static_cast<double>(grid[i]) + grid[i + 1]) / 2.0);
+        both_signs(lanes, mid, bound);
+        both_signs(lanes, g.next_down(mid), bound);
+        both_signs(lanes, g.next_up(mid), bound);
+      }
+    }
+    return lanes;
+  };
 }
 
 // Context shared by the edge families of one recipe and one set of options.
@@ -425,7 +453,7 @@ CaseSpec codes_case(const EdgeSetup& e, int level) {
     const Template t = make_template(e.recipe, codes[i].top_amax, variant++, e.grid());
     if (is_nan_scale(e.probe, e.probe.quantize_block(t.values))) continue;
     ++used;
-    for (Block& b : fill_template(e.probe, t, level)) blocks.push_back(std::move(b));
+    for (Block& b : fill_template(e.probe, t, codes_lanes(e.grid(), level)).blocks) blocks.push_back(std::move(b));
   }
   return edge_case(e.recipe, e.options, "codes", "codes",
                    fmt::format("every element code: inputs on each representable value, on each midpoint and one "
@@ -877,6 +905,182 @@ std::vector<CaseSpec> random_cases(const Recipe& r, int level, uint64_t seed) {
   return cases;
 }
 
+// ---- stochastic: SR with its random bytes as an input (golden/README.md) ---------------------
+
+bool has_sr(const Recipe& r) { return (r.allowed_roundings & rounding_bit(Rounding::stochastic)) != 0; }
+
+// An edge case whose lanes carry their random bytes.
+CaseSpec sr_edge_case(const EdgeSetup& e, std::string name, std::string probes, EdgeBlocks blocks) {
+  QuantOptions o = e.options;
+  o.rounding = Rounding::stochastic;
+  CaseSpec c = edge_case(e.recipe, o, std::move(name), "stochastic", std::move(probes), std::move(blocks.blocks));
+  auto flat = std::make_shared<std::vector<uint8_t>>();
+  for (const std::vector<uint8_t>& r : blocks.rbits) flat->insert(flat->end(), r.begin(), r.end());
+  c.make_rbits = [flat] { return *flat; };
+  return c;
+}
+
+// Where SR's integer rule turns (away from zero iff floor(256·δ) + r >= 256,
+// δ the position in the interval; docs/formats.md "Stochastic rounding"): in
+// every interval of the grid, inputs at δ = 0 and one input ulp above (never
+// up), 1/256, the midpoint and one ulp either side, 255/256 and one ulp below
+// the upper neighbour, each with the bytes on both sides of the turn, and
+// r = 0 and 255 at the midpoint; the top of the grid with r = 255 (no step
+// past it). Both signs.
+LaneQueue sr_lanes(const InputGrid& g) {
+  return [g](const std::vector<float>& grid, float bound) {
+    std::vector<Lane> lanes;
+    const auto add = [&](float v, std::initializer_list<int> bytes) {
+      for (int r : bytes) both_signs(lanes, v, bound, static_cast<uint8_t>(r));
+    };
+    for (size_t i = 0; i + 1 < grid.size(); ++i) {
+      const double lo = grid[i], step = static_cast<double>(grid[i + 1]) - lo;
+      const float mid = g.round(lo + step / 2);
+      add(grid[i], {255});
+      add(g.next_up(grid[i]), {255});
+      add(g.round(lo + step / 256), {254, 255});
+      add(mid, {0, 127, 128, 255});
+      add(g.next_down(mid), {128, 129});
+      add(g.next_up(mid), {127, 128});
+      add(g.round(lo + step * 255 / 256), {0, 1});
+      add(g.next_down(grid[i + 1]), {0, 1});
+    }
+    if (!grid.empty()) add(grid.back(), {255});
+    return lanes;
+  };
+}
+
+CaseSpec sr_grid_case(const EdgeSetup& e, int level) {
+  const std::vector<ScaleCode> codes = scale_codes(e.steps, e.grid());
+  std::vector<size_t> picks;
+  if (level == 1 && codes.size() > 1) picks = {codes.size() / 2, codes.size() - 1};  // a middle and the top scale
+  else picks = spread(codes.size(), 5);
+  EdgeBlocks all;
+  size_t variant = 0, used = 0;
+  for (size_t i : picks) {
+    const Template t = make_template(e.recipe, codes[i].top_amax, variant++, e.grid());
+    if (is_nan_scale(e.probe, e.probe.quantize_block(t.values))) continue;
+    ++used;
+    EdgeBlocks b = fill_template(e.probe, t, sr_lanes(e.grid()));
+    std::move(b.blocks.begin(), b.blocks.end(), std::back_inserter(all.blocks));
+    std::move(b.rbits.begin(), b.rbits.end(), std::back_inserter(all.rbits));
+  }
+  return sr_edge_case(e, "sr_grid",
+                      fmt::format("stochastic rounding in every interval of the element grid under {} scale "
+                                  "codes: inputs on a grid value, one ulp above it, at 1/256, at the midpoint (a "
+                                  "tie) and one ulp either side, at 255/256 and one ulp below the next value, each "
+                                  "with the random bytes on both sides of floor(256*delta) + r = 256, r = 0 and "
+                                  "r = 255; both signs",
+                                  used),
+                      std::move(all));
+}
+
+// NaN, Inf, zeros, saturation and underflow under SR, each block with every
+// lane's byte 0 or 255 (the largest byte must not step past the top of the
+// grid, the smallest must not round anything up).
+CaseSpec sr_special_case(const EdgeSetup& e) {
+  const Recipe& r = e.recipe;
+  const InputGrid& g = e.grid();
+  const int block = block_size(r.format);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float max = g.from_ordinal(g.max_ordinal());
+  EdgeBlocks out;
+  const auto add = [&](const Block& b, std::initializer_list<int> bytes) {
+    for (int v : bytes) {
+      out.blocks.push_back(b);
+      out.rbits.emplace_back(block, static_cast<uint8_t>(v));
+    }
+  };
+  Block bg(block);
+  for (int j = 0; j < block; ++j) bg[j] = g.round(frac(j));
+  add(bg, {0, 128, 255});
+  add(Block(block, 0.0f), {255});
+  add(Block(block, -0.0f), {255});
+  for (float v : {nan, inf, -inf})
+    for (int p : {1, block - 1}) {
+      Block b = bg;
+      b[p] = v;
+      add(b, {0, 255});
+    }
+  add(Block(block, nan), {255});
+  // Saturation: the largest finite input; every lane at +-max; blocks whose
+  // amax lies one ulp below a scale step (elements beyond the top of the grid).
+  add(amax_block(r, max, 0, 0, g), {0, 255});
+  {
+    Block b(block);
+    for (int j = 0; j < block; ++j) b[j] = j % 2 ? -max : max;
+    add(b, {255});
+  }
+  const std::vector<size_t> steps = spread(e.steps.size(), 4);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const float a = g.next_down(e.steps[steps[k]].amax);
+    if (a > 0.0f) add(amax_block(r, a, static_cast<int>((5 * k) % block), static_cast<int>(k), g), {0, 255});
+  }
+  // Underflow: a block below the smallest scale step (elements under the
+  // smallest element round up only with a large byte), and subnormal inputs.
+  if (!e.steps.empty()) {
+    const float a = g.round(static_cast<double>(e.steps.front().amax) / 16.0);
+    if (a > 0.0f) add(amax_block(r, a, 2, 1, g), {0, 255});
+  }
+  add(amax_block(r, bits_to_input(g, 1), 1, 0, g), {255});
+  return sr_edge_case(e, "sr_special",
+                      "stochastic rounding of special blocks, every byte 0 or 255: NaN, +Inf and -Inf in a lane, "
+                      "all NaN, all +0 and all -0, the largest finite input, amax one ulp below scale steps "
+                      "(element saturation), a block below the smallest scale step, a subnormal block",
+                      std::move(out));
+}
+
+// Random tensors under SR: given bytes on a ragged tail, and bytes from
+// Philox under each stream (the key in the manifest regenerates them).
+std::vector<CaseSpec> sr_random_cases(const Recipe& r, uint64_t seed) {
+  const int64_t b = block_size(r.format);
+  const auto make = [&](const char* name, std::string probes, Dist dist, std::vector<int64_t> shape, int axis) {
+    CaseSpec c = random_case(r, seed, name, "stochastic", std::move(probes), dist, shape, axis, InputDType::f32);
+    c.options.rounding = Rounding::stochastic;
+    c.options.tail = TailPolicy::pad;
+    return c;
+  };
+  const auto philox = [&](CaseSpec c, SrRng rng, RbitsMap map, uint64_t offset) {
+    Rng key(seed, c.id + "/philox");
+    c.options.stochastic.seed = key.next() >> 11;  // below 2^53: exact in every JSON reader
+    c.options.stochastic.offset = offset;
+    c.options.stochastic.rng = rng;
+    c.options.stochastic.map = map;
+    return c;
+  };
+  std::vector<CaseSpec> cases;
+  const int64_t tail_len = b + b / 2 + 3;
+  CaseSpec tail = make("sr_tail",
+                       fmt::format("stochastic rounding with given random bytes, ragged tail: axis length {} = {} + "
+                                   "{}, the last block zero-padded (padding rounds to +0 whatever its byte)",
+                                   tail_len, b, tail_len - b),
+                       Dist::gaussian, {2, tail_len}, 1);
+  tail.make_rbits = [seed, id = tail.id, n = 2 * tail_len] {
+    Rng rng(seed, id + "/rbits");
+    std::vector<uint8_t> bytes(n);
+    for (uint8_t& v : bytes) v = static_cast<uint8_t>(rng.next() >> 56);
+    return bytes;
+  };
+  cases.push_back(std::move(tail));
+  cases.push_back(philox(make("sr_philox_te",
+                              "stochastic rounding with Philox4x32-10 bytes, stream philox-te (one 32-bit word per 4 "
+                              "elements, thread = block), rbits_map te, offset 3, blocks along rows with a tail",
+                              Dist::gaussian, {4, 2 * b + 6}, 1),
+                         SrRng::philox_te, RbitsMap::te, 3));
+  cases.push_back(philox(make("sr_philox_te_ptx",
+                              "stochastic rounding with Philox4x32-10 bytes, stream philox-te read with rbits_map ptx "
+                              "(the PTX text's byte order of a cvt.rs word)",
+                              Dist::gaussian, {2, 2 * b}, 1),
+                         SrRng::philox_te, RbitsMap::ptx, 0));
+  cases.push_back(philox(make("sr_philox_index",
+                              "stochastic rounding with Philox4x32-10 bytes, stream philox-index (byte i of the "
+                              "counter i/16), offset 5, heavy-tailed, blocks along columns (axis 0) with a tail",
+                              Dist::student_t, {2 * b + 3, 6}, 0),
+                         SrRng::philox_index, RbitsMap::te, 5));
+  return cases;
+}
+
 // ---- level 3: every bf16 value through every position --------------------------------------------
 
 std::vector<CaseSpec> exhaustive_cases(const Recipe& r) {
@@ -960,7 +1164,7 @@ std::vector<GemmCaseSpec> build_gemm_cases(const Recipe& r, int level, uint64_t 
 }
 
 std::vector<CaseSpec> build_cases(const Recipe& r, int level, uint64_t seed) {
-  std::vector<CaseSpec> cases;
+  std::vector<CaseSpec> cases, sr;
   const InputDType dtype = natural_dtype(r);
   {
     const EdgeSetup e(r, edge_options(r, dtype));
@@ -970,6 +1174,11 @@ std::vector<CaseSpec> build_cases(const Recipe& r, int level, uint64_t seed) {
         r.format == Format::nvfp4 ? "; per-tensor amax fixed at 2688 (S_enc = S_dec = 1)" : ""));
     if (r.format == Format::hif4) cases.push_back(hif4_bits_case(e, level));
     cases.push_back(special_case(e));
+    if (has_sr(r)) {
+      sr.push_back(sr_grid_case(e, level));
+      sr.push_back(sr_special_case(e));
+      for (CaseSpec& c : sr_random_cases(r, seed)) sr.push_back(std::move(c));
+    }
   }
   cases.push_back(snan_case(r));
   if (r.format == Format::nvfp4 && reference::nvfp4_tensor_scale(r, 1000.0f).encode != 1.0f) {
@@ -980,6 +1189,7 @@ std::vector<CaseSpec> build_cases(const Recipe& r, int level, uint64_t seed) {
     for (CaseSpec& c : nvfp4_global_cases(r)) cases.push_back(std::move(c));
   for (CaseSpec& c : tail_cases(r, seed)) cases.push_back(std::move(c));
   for (CaseSpec& c : random_cases(r, level, seed)) cases.push_back(std::move(c));
+  for (CaseSpec& c : sr) cases.push_back(std::move(c));
   if (level >= 3)
     for (CaseSpec& c : exhaustive_cases(r)) cases.push_back(std::move(c));
   // An edge family with nothing to probe for this recipe (no finite scale to

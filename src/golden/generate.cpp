@@ -90,7 +90,10 @@ ojson global_scale(const std::string& prefix, const char* role, const PackedTens
 }
 
 // One line per block: "index row block | input words | scale | codes", hex.
-std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vector<float>& x) {
+// In a stochastic case a field with each element's random byte (2 hex digits)
+// follows the input words, so the codes stay the last field.
+std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vector<float>& x,
+                        const std::vector<uint8_t>& rbits) {
   const InputGrid g{c.options.input_dtype};
   const CaseGeometry geo(p.shape, p.axis, p.block_size, p.nibble_order);
   const int sb = scale_bytes_per_block(p.format);
@@ -102,9 +105,11 @@ std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vec
   if (p.format == Format::nvfp4)
     s += fmt::format("# per-tensor scale: global_amax {} S_enc {} S_dec {}\n", hex_float(p.global_amax),
                      hex_float(p.global_encode_scale), hex_float(p.global_decode_scale));
-  s += fmt::format("# block row block_in_row | input words ({} bits, element 0 first, '-' = padding) | scale ({}) | "
+  s += fmt::format("# block row block_in_row | input words ({} bits, element 0 first, '-' = padding) | {}scale ({}) | "
                    "codes (one hex digit per element, element 0 first)\n",
-                   g.hex_digits() * 4, scale_kind);
+                   g.hex_digits() * 4,
+                   rbits.empty() ? "" : "random bytes of stochastic rounding (rbits.npy, '-' = padding) | ",
+                   scale_kind);
   const int64_t blocks = geo.blocks_per_row();
   const uint8_t* codes = p.codes.data();
   for (int64_t row = 0; row < geo.rows(); ++row)
@@ -117,6 +122,13 @@ std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vec
         else
           s += fmt::format(" {:->{}}", "", g.hex_digits());
       }
+      if (!rbits.empty()) {
+        s += " |";
+        for (int j = 0; j < p.block_size; ++j) {
+          const int64_t k = b * p.block_size + j;
+          s += k < geo.axis_len ? fmt::format(" {:02x}", rbits[geo.value_index(row, k)]) : std::string(" --");
+        }
+      }
       uint32_t scale = 0;
       for (int i = 0; i < sb; ++i) scale |= static_cast<uint32_t>(p.scales[(row * blocks + b) * sb + i]) << (8 * i);
       s += fmt::format(" | {:0{}x} | ", scale, 2 * sb);
@@ -128,6 +140,19 @@ std::string blocks_text(const CaseSpec& c, const PackedTensor& p, const std::vec
       s += "\n";
     }
   return s;
+}
+
+// The bytes of a Philox key, one per element, row-major in the input's shape
+// (the layout of rbits.npy).
+std::vector<uint8_t> philox_bytes(const StochasticBits& key, const std::vector<int64_t>& shape, int axis, int block) {
+  const int a = axis < 0 ? axis + static_cast<int>(shape.size()) : axis;
+  const CaseGeometry geo(shape, a, block, NibbleOrder::low_first);
+  std::vector<uint8_t> out(static_cast<size_t>(geo.rows() * geo.axis_len)), row(geo.padded_len);
+  for (int64_t r = 0; r < geo.rows(); ++r) {
+    stochastic_row_bits(key, shape, a, block, r, geo.padded_len, row.data());
+    for (int64_t k = 0; k < geo.axis_len; ++k) out[geo.value_index(r, k)] = row[k];
+  }
+  return out;
 }
 
 // A realized case: its manifest line, and its files until they are written.
@@ -172,6 +197,19 @@ CaseOutput realize(const CaseSpec& c) {
   }
   files.push_back(input_file("input.npy", c.shape, x, g));
 
+  // Stochastic rounding: the random bytes are an input of the case; Philox's
+  // are expanded from their key here, so a kernel can read them or
+  // regenerate them.
+  const StochasticBits& key = c.options.stochastic;
+  QuantOptions options = c.options;
+  std::vector<uint8_t> rbits;
+  if (c.options.rounding == Rounding::stochastic) {
+    rbits = key.seed ? philox_bytes(key, c.shape, c.options.axis, block_size(c.recipe->format)) : c.make_rbits();
+    if (rbits.size() != x.size()) throw std::logic_error(c.id + ": the random bytes do not fit the input");
+    if (!key.seed) options.stochastic.bytes = rbits;
+    files.push_back(npy_file("rbits.npy", "input", io::from_u8(c.shape, rbits)));
+  }
+
   ojson meta;
   meta["id"] = c.id;
   meta["family"] = c.family;
@@ -181,7 +219,7 @@ CaseOutput realize(const CaseSpec& c) {
   meta["bits_version"] = c.recipe->bits_version;
   // (An expect-error case's own options are rejected; its other fields are
   // resolved as if padded.)
-  QuantOptions resolvable = c.options;
+  QuantOptions resolvable = options;
   if (c.expect_error) resolvable.tail = TailPolicy::pad;
   const ResolvedOptions o = resolve_options(resolvable, c.shape);
   ojson opt;
@@ -195,6 +233,17 @@ CaseOutput realize(const CaseSpec& c) {
   opt["scale_layouts"] = layouts;
   opt["global_amax"] = o.global_amax ? ojson(hex_float(*o.global_amax)) : ojson();
   meta["options"] = opt;
+  if (!rbits.empty()) {
+    ojson sr;
+    sr["rbits"] = "rbits.npy";
+    if (key.seed) {
+      sr["rng"] = std::string(to_string(key.rng));
+      sr["seed"] = *key.seed;
+      sr["offset"] = key.offset;
+      if (key.rng == SrRng::philox_te) sr["rbits_map"] = std::string(to_string(key.map));
+    }
+    meta["stochastic"] = sr;
+  }
   meta["input_dtype"] = std::string(dtype_name(c.options.input_dtype));
   meta["shape"] = c.shape;
   const int block = block_size(c.recipe->format);
@@ -215,7 +264,15 @@ CaseOutput realize(const CaseSpec& c) {
     meta["expect"] = "error";
     meta["error"] = message;
   } else {
-    const PackedTensor p = quantize(t, c.options);
+    const PackedTensor p = quantize(t, options);
+    if (key.seed) {  // the bytes written are the ones the key gave
+      QuantOptions given = options;
+      given.stochastic = {};
+      given.stochastic.bytes = rbits;
+      const PackedTensor q = quantize(t, given);
+      if (q.codes != p.codes || q.scales != p.scales)
+        throw std::logic_error(c.id + ": rbits.npy does not reproduce the codes of its Philox key");
+    }
     const Tensor dq = dequantize(p, kReferenceDequant);
     meta["expect"] = "output";
     codes_and_scales("", "output", p, files);
@@ -237,7 +294,7 @@ CaseOutput realize(const CaseSpec& c) {
       }
     meta["nan_scale_blocks"] = nan_blocks;
     if (c.blocks_txt) {
-      const std::string text = blocks_text(c, p, x);
+      const std::string text = blocks_text(c, p, x, rbits);
       files.push_back({"blocks.txt", "text", "", {}, std::vector<uint8_t>(text.begin(), text.end())});
     }
   }

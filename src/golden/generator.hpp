@@ -86,7 +86,8 @@ std::vector<ScaleStep> find_scale_steps(const Probe& probe);
 // ---- cases -------------------------------------------------------------------------
 struct CaseSpec {
   std::string id;        // "<recipe>/<name>"; also the case's directory
-  std::string family;    // codes | scale_steps | hif4_bits | special | tail | tail_error | random | layout | exhaustive
+  std::string family;    // codes | scale_steps | hif4_bits | special | tail | tail_error | random | layout |
+                         // stochastic | exhaustive
   std::string probes;    // what the case probes, one sentence
   const Recipe* recipe = nullptr;
   QuantOptions options;  // recipe, axis, tail, global_amax, input_dtype
@@ -95,6 +96,11 @@ struct CaseSpec {
   bool blocks_txt = false;                   // edge set: also write blocks.txt
   std::vector<StoredScaleLayout> layouts;    // kernel-ready layouts besides linear
   bool expect_error = false;                 // quantize must reject the input
+  // Stochastic rounding (options.rounding == stochastic): the random byte of
+  // each element, row-major in the input's shape, written as rbits.npy. Given
+  // bytes come from `make_rbits`; with options.stochastic.seed set they are
+  // Philox's (seed, offset, rng, map), expanded by the generator.
+  std::function<std::vector<uint8_t>()> make_rbits;
 };
 
 // Every case of `recipe` at `level` (families.cpp).

@@ -103,6 +103,15 @@ class Node {
     if (v < lo || v > hi) fail(fmt::format("is {}, must be an integer in {}..{}", v, lo, hi));
     return v;
   }
+  // An unsigned 64-bit integer (a Philox seed or offset): a JSON integer
+  // literal in 0..2^64-1.
+  uint64_t unsigned64(const char* key) const {
+    const Node n = at(key);
+    if (n.j_.is_number_unsigned()) return n.j_.get<uint64_t>();
+    if (n.j_.is_number_integer())
+      n.fail(fmt::format("is {}, must be an integer in 0..{}", n.j_.get<int64_t>(), UINT64_MAX));
+    n.fail(fmt::format("is {}, must be an integer in 0..{}", type_text(n.j_), UINT64_MAX));
+  }
   bool boolean(const char* key) const {
     Node n = at(key);
     if (!n.j_.is_boolean()) n.fail(fmt::format("is {}, must be true or false", type_text(n.j_)));
@@ -139,8 +148,8 @@ std::vector<int64_t> parse_shape(const Node& parent, const char* key) {
 }
 
 const std::set<std::string>& known_families() {
-  static const std::set<std::string> f{"codes", "scale_steps", "hif4_bits", "special", "tail", "tail_error",
-                                       "random", "layout",     "exhaustive", "gemm"};
+  static const std::set<std::string> f{"codes",  "scale_steps", "hif4_bits",  "special",   "tail", "tail_error",
+                                       "random", "layout",      "stochastic", "exhaustive", "gemm"};
   return f;
 }
 
@@ -186,6 +195,7 @@ io::DType input_dtype_of(const ManifestCase& c) { return c.input_dtype == "bf16"
 std::optional<Expected> expected_quant_file(const ManifestCase& c, const std::string& name) {
   const PackedTensor p = c.geometry();
   if (name == "input.npy") return Expected{"input", input_dtype_of(c), c.shape};
+  if (c.stochastic && name == c.stochastic->rbits) return Expected{"input", io::DType::u8, c.shape};
   if (c.expect_error) return std::nullopt;
   const io::DType scale_dtype = p.format == Format::hif4 ? io::DType::u32 : io::DType::u8;
   if (name == "codes.npy") return Expected{"output", io::DType::u8, p.stored_shape(p.padded_len / 2)};
@@ -212,6 +222,53 @@ std::optional<Expected> expected_gemm_file(const ManifestCase& c, const std::str
   if (name.starts_with("a_") || name.starts_with("b_")) return Expected{"operand", io::DType::u8, {}};
   if (name == "alpha.npy") return Expected{"operand", io::DType::f32, {1}};
   return std::nullopt;
+}
+
+// The random bits of a stochastic case (golden/README.md "Stochastic
+// rounding cases"): present exactly when options.rounding is stochastic, for
+// a recipe that offers it; the file name is not another file of the case;
+// a Philox key is complete (rng, seed, offset, and rbits_map for philox-te)
+// or absent (given bytes).
+void parse_stochastic(const Node& n, const Node& opt, ManifestCase& c) {
+  const bool sr = c.rounding == Rounding::stochastic;
+  if (!sr) {
+    if (n.has("stochastic"))
+      n.at("stochastic").fail(fmt::format("is given, but options.rounding is {}: random bits belong to a stochastic "
+                                          "case only",
+                                          c.rounding ? to_string(*c.rounding) : "absent"));
+    return;
+  }
+  if (!(c.recipe->allowed_roundings & rounding_bit(Rounding::stochastic)))
+    opt.at("rounding").fail(fmt::format("is stochastic, which recipe {} does not offer", c.recipe->id));
+  if (!n.has("stochastic")) n.fail("has options.rounding stochastic but no field 'stochastic' (its random bits)");
+  const Node s = n.object("stochastic");
+  ManifestCase::Stochastic st;
+  st.rbits = s.string("rbits");
+  if (const std::string p = relative_path_problem(st.rbits);
+      !p.empty() || st.rbits.find('/') != std::string::npos || !st.rbits.ends_with(".npy"))
+    s.at("rbits").fail(fmt::format("is {}, must be a .npy file name inside the case's directory", quote_untrusted(st.rbits)));
+  ManifestCase outputs = c;  // every file a quantization case can have
+  outputs.expect_error = false;
+  if (expected_quant_file(outputs, st.rbits))
+    s.at("rbits").fail(fmt::format("is {}, the name of another file of the case", quote_untrusted(st.rbits)));
+  if (s.has("rng")) {
+    const std::string rng = s.string("rng");
+    st.rng = parse_sr_rng(rng);
+    if (!st.rng) s.at("rng").fail(fmt::format("is {}, must be philox-te or philox-index", quote_untrusted(rng)));
+    st.seed = s.unsigned64("seed");
+    st.offset = s.unsigned64("offset");
+    if (*st.rng == SrRng::philox_te) {
+      const std::string map = s.string("rbits_map");
+      st.map = parse_rbits_map(map);
+      if (!st.map) s.at("rbits_map").fail(fmt::format("is {}, must be te or ptx", quote_untrusted(map)));
+    } else if (s.has("rbits_map")) {
+      s.at("rbits_map").fail("is given, but philox-index gives each element its own byte (no word to map)");
+    }
+  } else {
+    for (const char* key : {"seed", "offset", "rbits_map"})
+      if (s.has(key)) s.at(key).fail("is given without 'rng': given bytes have no Philox key");
+  }
+  c.stochastic = std::move(st);
 }
 
 void parse_quant_fields(const Node& n, ManifestCase& c) {
@@ -244,6 +301,7 @@ void parse_quant_fields(const Node& n, ManifestCase& c) {
         l.fail(fmt::format("is {}, which does not apply to {}", s, format_name(c.recipe->format)));
       if (*layout != StoredScaleLayout::linear) c.scale_layouts.push_back(*layout);
     }
+  parse_stochastic(n, opt, c);
   const PackedTensor p = c.geometry();
   // The derived fields are redundant; when present they must agree.
   const std::pair<const char*, int64_t> derived[] = {
@@ -373,6 +431,8 @@ ManifestCase parse_case(const Node& n, size_t index, const fs::path& suite) {
     if (c.recipe->format == Format::nvfp4 && !names.count("global_scale.npy"))
       cn.at("files").fail("has no global_scale.npy");
   }
+  if (c.stochastic && !names.count(c.stochastic->rbits))
+    cn.at("stochastic").at("rbits").fail(fmt::format("names {}, which 'files' does not list", quote_untrusted(c.stochastic->rbits)));
   return c;
 }
 

@@ -19,6 +19,7 @@
 #include "fp4emu/quant/packed_tensor.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "fp4emu/quant/stochastic.hpp"
 
 namespace fp4emu::golden {
 
@@ -62,6 +63,16 @@ struct ManifestCase {
   std::optional<Rounding> rounding;
   std::vector<StoredScaleLayout> scale_layouts;  // besides linear
   std::vector<int64_t> nan_scale_blocks;          // sorted, each < num_blocks
+  // Stochastic rounding (options.rounding "stochastic"): the case's random
+  // bytes, an input file of the input's shape (uint8, one per element), and
+  // when they came from Philox the key that regenerates them.
+  struct Stochastic {
+    std::string rbits;          // file name within the case's directory
+    std::optional<SrRng> rng;   // nullopt: given bytes, no key
+    uint64_t seed = 0, offset = 0;
+    std::optional<RbitsMap> map;  // philox-te only
+  };
+  std::optional<Stochastic> stochastic;
   // GEMM cases.
   int64_t m = 0, n = 0, k = 0;
   std::vector<GemmOutput> outputs;

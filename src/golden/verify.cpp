@@ -534,6 +534,10 @@ class CaseRun {
         m.scaled = grid_position(c_.recipe->format, input_value(row, b * geo_.block + m.element) / X).text;
         if (c_.recipe->format == Format::nvfp4) m.scaled.replace(0, 3, "x/(s*S_dec)");
       }
+      const int64_t k = b * geo_.block + m.element;
+      if (!rbits_.empty() && k < geo_.axis_len)  // what the stochastic rounding of this element was fed
+        m.scaled += fmt::format("{}random byte r = 0x{:02x} (away from zero iff floor(256*delta) + r >= 256)",
+                                m.scaled.empty() ? "" : "; ", rbits_[geo_.value_index(row, k)]);
     }
   }
 
@@ -563,20 +567,14 @@ class CaseRun {
     if (actual.count("codes.npy")) codes = actual.at("codes.npy").bytes;
     if (actual.count("scales.npy")) scales = actual_scales_;
     if (actual.count("dequant.npy")) values = io::to_f32(actual.at("dequant.npy"));
-    if (!options_.strict)
+    if (!options_.strict) {
+      if (!codes.empty()) copy_nan_block_codes(ref.codes, codes);
       for (int64_t block : nan_blocks_) {
-        const int64_t row = block / geo_.blocks_per_row(), b = block % geo_.blocks_per_row();
-        if (!codes.empty())
-          for (int j = 0; j < geo_.block; ++j) {
-            const CaseGeometry::Slot sl = geo_.slot(b, j);
-            const int64_t at = row * geo_.row_bytes() + sl.byte;
-            const uint8_t mask = sl.high ? 0xF0 : 0x0F;
-            codes[at] = static_cast<uint8_t>((codes[at] & ~mask) | (ref.codes[at] & mask));
-          }
         if (!scales.empty())
           std::copy(ref.scales.begin() + block * sb_ + 1, ref.scales.begin() + (block + 1) * sb_,
                     scales.begin() + block * sb_ + 1);
       }
+    }
     diagnose::Side a;
     a.codes = codes;
     a.nibble_order = c_.nibble_order;
@@ -589,6 +587,7 @@ class CaseRun {
     } catch (const InputError& e) {
       parts.push_back(fmt::format("(no diagnosis: {})", e.what()));
     }
+    if (const std::string sr = stochastic_explanation(x, codes); !sr.empty()) parts.push_back(sr);
     if (layout_blocks_)
       parts.push_back(fmt::format("kernel-ready scale layout files differ in {} block{}", layout_blocks_,
                                   layout_blocks_ == 1 ? "" : "s"));
@@ -596,6 +595,72 @@ class CaseRun {
     std::string line;
     for (size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
     return line;
+  }
+
+  // The codes of the NaN-scale blocks copied from `from` into `to` (their
+  // codes are a convention, compared only with --strict).
+  void copy_nan_block_codes(const std::vector<uint8_t>& from, std::vector<uint8_t>& to) const {
+    for (int64_t block : nan_blocks_) {
+      const int64_t row = block / geo_.blocks_per_row(), b = block % geo_.blocks_per_row();
+      for (int j = 0; j < geo_.block; ++j) {
+        const CaseGeometry::Slot sl = geo_.slot(b, j);
+        const int64_t at = row * geo_.row_bytes() + sl.byte;
+        const uint8_t mask = sl.high ? 0xF0 : 0x0F;
+        to[at] = static_cast<uint8_t>((to[at] & ~mask) | (from[at] & mask));
+      }
+    }
+  }
+
+  // A stochastic case whose codes differ is quantized again by the reference
+  // the ways a kernel commonly gets SR wrong; a match names the mistake:
+  // round-to-nearest-even (the random bytes ignored), every byte 0 (the bytes
+  // not added), and for a philox-te key the other rbits_map (the kernel reads
+  // each cvt.rs word's bytes in the other order, docs/formats.md "Stochastic
+  // rounding").
+  // `got`: the candidate's codes (those of NaN-scale blocks taken from the
+  // reference, as in classify), empty when it has none.
+  std::string stochastic_explanation(const Tensor& x, const std::vector<uint8_t>& got) const {
+    if (!c_.stochastic || got.empty()) return {};
+    QuantOptions o;
+    o.recipe = std::string(c_.recipe->id);
+    o.axis = c_.axis;
+    o.tail = TailPolicy::pad;
+    o.nibble_order = c_.nibble_order;
+    if (c_.recipe->format == Format::hif4) o.scale_bit_order = c_.scale_bit_order;
+    if (!global_scale_.empty() && std::isfinite(global_scale_[0])) o.global_amax = global_scale_[0];
+    o.input_dtype = c_.input_dtype == "bf16" ? InputDType::bf16 : InputDType::f32;
+    o.impl = Impl::reference;
+    o.threads = 1;
+    const std::vector<uint8_t> zeros(rbits_.size(), 0);
+    std::vector<std::pair<QuantOptions, std::string>> tries;
+    QuantOptions rne = o;
+    rne.rounding = Rounding::rne;
+    tries.push_back({rne, "round-to-nearest-even: the kernel ignores the random bytes"});
+    QuantOptions zero = o;
+    zero.rounding = Rounding::stochastic;
+    zero.stochastic.bytes = zeros;
+    tries.push_back({zero, "every random byte 0 (truncation): the kernel does not add the random bytes"});
+    if (c_.stochastic->rng == SrRng::philox_te) {
+      const RbitsMap other = *c_.stochastic->map == RbitsMap::te ? RbitsMap::ptx : RbitsMap::te;
+      QuantOptions swapped = o;
+      swapped.rounding = Rounding::stochastic;
+      swapped.stochastic.seed = c_.stochastic->seed;
+      swapped.stochastic.offset = c_.stochastic->offset;
+      swapped.stochastic.rng = SrRng::philox_te;
+      swapped.stochastic.map = other;
+      tries.push_back({swapped, fmt::format("rbits_map {}: the kernel reads the bytes of each cvt.rs word in the "
+                                            "other order", to_string(other))});
+    }
+    for (const auto& [q, what] : tries) {
+      try {
+        std::vector<uint8_t> codes = quantize(x, q).codes;
+        if (!options_.strict) copy_nan_block_codes(got, codes);
+        if (codes == got) return "stochastic rounding: the codes are those of " + what;
+      } catch (const InputError&) {
+        // the reference refuses these options for this case: no explanation
+      }
+    }
+    return {};
   }
 
   // Detailed mismatches into the report: per-tensor scale first, then block
@@ -626,6 +691,7 @@ class CaseRun {
     flags_.assign(geo_.num_blocks(), 0);
     nan_blocks_.insert(c_.nan_scale_blocks.begin(), c_.nan_scale_blocks.end());
     input_ = load_expected(suite_, *c_.file("input.npy"));
+    if (c_.stochastic) rbits_ = load_expected(suite_, *c_.file(c_.stochastic->rbits)).bytes;
 
     std::map<std::string, io::Array> expected, actual;
     for (const ManifestFile& f : c_.files) {
@@ -738,6 +804,7 @@ class CaseRun {
   CaseGeometry geo_{{1}, 0, 1, NibbleOrder::low_first};
   int sb_ = 1;
   io::Array input_;
+  std::vector<uint8_t> rbits_;  // a stochastic case's random bytes, row-major in the input's shape
   std::vector<uint8_t> expected_scales_, actual_scales_;
   std::vector<float> global_scale_;  // NVFP4: amax, S_enc, S_dec (expected)
   std::set<int64_t> nan_blocks_;
