@@ -65,14 +65,15 @@ if [ "$long" = 1 ]; then label_filter=(); fi
 have_clang=0
 if command -v clang++ >/dev/null && command -v clang >/dev/null; then have_clang=1; fi
 
-# Times each step, so the README's runtimes can be checked on any machine.
+# Times each step, so the README's runtimes can be checked on any machine: the
+# wall time, and the CPU time (user + sys, children included), which a shared
+# machine's load does not inflate.
 step() {
   local name=$1
   shift
-  local start=$SECONDS
   echo "== $name"
-  "$@"
-  echo "== $name: $((SECONDS - start)) s"
+  local TIMEFORMAT="== $name: %0R s (CPU: %0U s user + %0S s sys)"
+  time "$@"
 }
 
 clang_compilers=(-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
