@@ -190,6 +190,14 @@ static int write_text(const char *path, const char *text) {
   return fclose(f);
 }
 
+/* A stochastic-rounding case with `rounding` in its options and `sr` as its
+ * "stochastic" field; only input.npy is listed. */
+#define SR_CASE(rounding, sr)                                                                              \
+  "{\"schema\":\"fp4emu-golden\",\"schema_version\":1,\"cases\":[{\"id\":\"m/c\",\"family\":\"stochastic\","    \
+  "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,\"input_dtype\":\"f32\"," \
+  "\"shape\":[2,32],\"options\":{\"axis\":1,\"nibble_order\":\"low_first\"," rounding "},\"stochastic\":" sr ","   \
+  "\"rows\":2,\"padded_len\":32,\"blocks_per_row\":1,\"files\":[{\"path\":\"m/c/input.npy\"}]}]}"
+
 /* Damaged manifests are refused with a message, never read past their end. */
 static int hostile_manifests(const char *dir) {
   static const char *bad[] = {
@@ -208,6 +216,15 @@ static int hostile_manifests(const char *dir) {
       "\"format\":\"mxfp4\",\"recipe\":\"mxfp4.ocp\",\"expect\":\"output\",\"block_size\":32,"
       "\"input_dtype\":\"f32\",\"shape\":[99999999999999,99999999999999],\"options\":{\"axis\":1,\"nibble_order\":\"low_first\"},"
       "\"rows\":99999999999999,\"padded_len\":99999999999999,\"blocks_per_row\":1,\"files\":[]}]}",
+      /* stochastic rounding: the random bits' file and Philox key are checked too */
+      SR_CASE("\"rounding\":\"stochastic\"", "{\"rbits\":\"../rbits.npy\"}"),
+      SR_CASE("\"rounding\":\"stochastic\"", "{\"rbits\":\"rbits.npy\"}"), /* not in files */
+      SR_CASE("\"rounding\":\"stochastic\"",
+              "{\"rbits\":\"rbits.npy\",\"rng\":\"philox-te\",\"seed\":-1,\"offset\":0,\"rbits_map\":\"te\"}"),
+      SR_CASE("\"rounding\":\"stochastic\"",
+              "{\"rbits\":\"rbits.npy\",\"rng\":\"philox-te\",\"seed\":18446744073709551616,\"offset\":0,"
+              "\"rbits_map\":\"te\"}"),
+      SR_CASE("\"rounding\":\"rne\"", "{\"rbits\":\"rbits.npy\"}"),
       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
       "{\"schema\":\"fp4emu-golden\\",
   };
