@@ -109,8 +109,15 @@ def sample(model, prompts: list[str], group: int, temperature: float, gen: torch
         if bool(done.all()):
             break
     seq = torch.nn.functional.pad(seq, (0, SEQ_LEN - seq.shape[1]), value=task.PAD_ID)
-    texts = [task.decode(r[start:].tolist()) for r in seq]
+    texts = [_completion_text(r[start:].tolist()) for r in seq]
     return seq, mask, texts
+
+
+def _completion_text(tokens: list[int]) -> str:
+    """The completion up to <eos>; a <pad> or <bos> sampled before it makes the text "?" (reward 0), so the
+    policy cannot earn a reward with tokens that task.decode would silently drop."""
+    body = tokens[:tokens.index(task.EOS_ID)] if task.EOS_ID in tokens else tokens
+    return "?" if any(t in (task.PAD_ID, task.BOS_ID) for t in body) else task.decode(body)
 
 
 def group_advantages(rewards: torch.Tensor, group: int) -> torch.Tensor:

@@ -50,7 +50,7 @@ def test_sample_masks_the_sampled_tokens_up_to_eos(ckpt):
         pos = m.nonzero().flatten()
         assert pos[0] == task.PROMPT_LEN and bool((pos.diff() == 1).all())  # from the last prompt token on
         sampled = row[pos + 1].tolist()
-        assert task.decode(sampled) == text and (task.EOS_ID not in sampled[:-1])
+        assert rl._completion_text(sampled) == text and (task.EOS_ID not in sampled[:-1])
         assert bool((row[pos[-1] + 2:] == task.PAD_ID).all())
 
 
@@ -117,3 +117,11 @@ def test_one_command_writes_json_csv_and_png(ckpt, tmp_path):
     got = json.loads((tmp_path / "rl.json").read_text())
     assert [r["setting"] for r in got["summary"]] == ["fp32", "MXFP4-fp32train"]
     assert (tmp_path / "rl.csv").read_text().startswith("setting,") and (tmp_path / "rl.png").stat().st_size > 0
+
+
+def test_a_completion_with_pad_or_bos_earns_nothing():
+    p, a = task.make_split("train", 1, 3)[0]
+    ok = [*task.encode(a), task.EOS_ID, task.PAD_ID]
+    assert rl._completion_text(ok) == a and task.reward(p, rl._completion_text(ok)) == 1.0
+    sneaky = [*task.encode(a[:1]), task.PAD_ID, *task.encode(a[1:]), task.EOS_ID]
+    assert task.decode(sneaky) == a and task.reward(p, rl._completion_text(sneaky)) == 0.0
