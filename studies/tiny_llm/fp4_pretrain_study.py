@@ -11,9 +11,11 @@ RMSNorm, attention scores and softmax stay fp32, as in FP4 training recipes.
 
 Every precision trains on the same batches for a seed (task.make_split with
 seed * 1_000_003 + step) from the same initial weights, so the comparison is
-paired. The final loss is the mean training loss of the last ``--tail`` of
-the steps; its relative error to fp32, (L - L_fp32) / L_fp32, per seed, then
-mean and spread over seeds: the summary's form (its 1B-30B figures: pure
+paired. The final loss is the answer cross-entropy on ``--loss-n`` fixed
+held-out problems through the run's own (FP4) forward (the mean training
+loss of the last ``--tail`` of the steps is reported beside it, noisier);
+its relative error to fp32, (L - L_fp32) / L_fp32, per seed, then mean and
+spread over seeds: the summary's form (its 1B-30B figures: pure
 HiF4 1.11 %, MXFP4 3.85 %; + RHT 0.97 % and 2.06 %; MXFP4 + SR + RHT 1.42 %).
 Greedy exact match on ``--eval-n`` held-out problems closes each run.
 
@@ -48,9 +50,23 @@ ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve
 PAPER = {"HiF4": 1.11, "MXFP4": 3.85, "HiF4+RHT": 0.97, "MXFP4+RHT": 2.06, "MXFP4+RHT+SR": 1.42}
 
 
+def heldout_loss(model: torch.nn.Module, n: int, batch: int = 256) -> float:
+    """Mean answer cross-entropy per token on ``n`` fixed held-out problems, through the model's own (training
+    precision) forward: the final loss, less noisy than a few training batches."""
+    pairs = task.make_split("test", n, 999)
+    tot = cnt = 0.0
+    with torch.no_grad():
+        for s in range(0, n, batch):
+            prompts, answers = zip(*pairs[s:s + batch])
+            tokens, mask = padded_batch(prompts, answers)
+            tot += float(-(token_logprobs(model, tokens) * mask).sum())
+            cnt += float(mask.sum())
+    return tot / cnt
+
+
 def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, lr: float, warmup: int,
-          threads: int, eval_n: int) -> dict:
-    """One pre-training run; returns its per-step losses, final exact match and seconds."""
+          threads: int, eval_n: int, loss_n: int = 2048) -> dict:
+    """One pre-training run; returns its per-step losses, the final held-out loss and exact match, seconds."""
     if batch % 4:
         raise ValueError(f"batch={batch} must be a multiple of 4 (token-axis FP4 blocks of 64)")
     setup_torch(seed, threads)
@@ -75,7 +91,8 @@ def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, 
     model.eval()
     em = exact_match(model, task.make_split("test", eval_n, 777)) if eval_n else float("nan")
     return {"precision": prec.name, "recipe": prec.recipe, "rht": prec.rht, "sr": prec.sr, "seed": seed,
-            "loss": losses, "exact_match": em, "seconds": seconds}
+            "loss": losses, "heldout_loss": heldout_loss(model, loss_n) if loss_n else float("nan"),
+            "exact_match": em, "seconds": seconds}
 
 
 def final_loss(losses: list[float], tail: float) -> float:
@@ -84,20 +101,27 @@ def final_loss(losses: list[float], tail: float) -> float:
 
 
 def summarize(runs: list[dict], tail: float) -> list[dict]:
-    """Per precision: final loss, its relative error to fp32 (%, paired by seed) with mean, sd, min and max."""
-    fp32 = {r["seed"]: final_loss(r["loss"], tail) for r in runs if r["recipe"] is None}
+    """Per precision: the final held-out loss and its relative error to fp32 (%, paired by seed: mean, sd, min,
+    max), and the same for the training loss of the last ``tail`` of the steps."""
+    def rel(key_fn):
+        fp32 = {r["seed"]: key_fn(r) for r in runs if r["recipe"] is None}
+        return lambda r: 100 * (key_fn(r) - fp32[r["seed"]]) / fp32[r["seed"]]
+
+    held = rel(lambda r: r["heldout_loss"])
+    trained = rel(lambda r: final_loss(r["loss"], tail))
     rows = []
     for name in dict.fromkeys(r["precision"] for r in runs):
         rs = [r for r in runs if r["precision"] == name]
-        fl = [final_loss(r["loss"], tail) for r in rs]
-        rel = [100 * (final_loss(r["loss"], tail) - fp32[r["seed"]]) / fp32[r["seed"]] for r in rs if r["seed"] in fp32]
-        sd = statistics.stdev(rel) if len(rel) > 1 else float("nan")
+        e = [held(r) for r in rs]
+        t = [trained(r) for r in rs]
+        sd = (lambda v: statistics.stdev(v) if len(v) > 1 else float("nan"))
         rows.append({"precision": name, "recipe": rs[0]["recipe"], "rht": rs[0]["rht"], "sr": rs[0]["sr"],
-                     "seeds": len(rs), "final_loss": statistics.fmean(fl),
-                     "rel_err_pct": statistics.fmean(rel) if rel else float("nan"), "rel_err_sd_pct": sd,
-                     "rel_err_min_pct": min(rel) if rel else float("nan"),
-                     "rel_err_max_pct": max(rel) if rel else float("nan"),
-                     "diverged": sum(not math.isfinite(x) for x in fl),
+                     "seeds": len(rs), "final_loss": statistics.fmean(r["heldout_loss"] for r in rs),
+                     "rel_err_pct": statistics.fmean(e), "rel_err_sd_pct": sd(e),
+                     "rel_err_min_pct": min(e), "rel_err_max_pct": max(e),
+                     "train_loss": statistics.fmean(final_loss(r["loss"], tail) for r in rs),
+                     "train_rel_err_pct": statistics.fmean(t), "train_rel_err_sd_pct": sd(t),
+                     "diverged": sum(not math.isfinite(final_loss(r["loss"], tail)) for r in rs),
                      "exact_match": statistics.fmean(r["exact_match"] for r in rs),
                      "seconds_per_run": statistics.fmean(r["seconds"] for r in rs),
                      "paper_rel_err_pct": PAPER.get(name)})
@@ -183,9 +207,10 @@ def map_runs(fn, todo: list[tuple], jobs: int, label: str, progress: bool = True
 
 
 def run(seeds, steps, batch, lr, warmup, threads, eval_n, tail, cfg: ModelConfig, formats=FORMATS,
-        progress: bool = True, jobs: int = 1) -> tuple[list[dict], list[dict]]:
+        progress: bool = True, jobs: int = 1, loss_n: int = 2048) -> tuple[list[dict], list[dict]]:
     """Every precision x seed, in ``jobs`` processes; returns the runs and the summary rows."""
-    todo = [(cfg, p, seed, steps, batch, lr, warmup, threads, eval_n) for seed in seeds for p in precisions(formats)]
+    todo = [(cfg, p, seed, steps, batch, lr, warmup, threads, eval_n, loss_n) for seed in seeds
+            for p in precisions(formats)]
     runs = map_runs(train, todo, jobs, "fp4 pretrain (runs)", progress)
     return runs, summarize(runs, tail)
 
@@ -201,6 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch and fp4emu threads per run")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel processes")
     ap.add_argument("--eval-n", type=int, default=200, help="held-out problems of the final exact match")
+    ap.add_argument("--loss-n", type=int, default=2048, help="held-out problems of the final loss")
     ap.add_argument("--tail", type=float, default=0.1, help="share of the last steps whose mean loss is final")
     ap.add_argument("--formats", nargs="+", default=list(FORMATS))
     ap.add_argument("--hidden", type=int, default=d.hidden_size)
@@ -229,7 +255,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     t0 = time.monotonic()
     runs, rows = run(a.seeds, a.steps, a.batch, a.lr, a.warmup, a.threads, a.eval_n, a.tail, cfg, a.formats,
-                     not a.no_progress, a.jobs)
+                     not a.no_progress, a.jobs, a.loss_n)
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"args": vars(a), "config": json.loads(cfg.to_json()), "parameters": num_parameters(TinyQwen(cfg)),
@@ -242,8 +268,9 @@ def main(argv=None) -> int:
     plot(runs, rows, out / "fp4_pretrain.png", max(1, a.steps // 20))
     print(f"{meta['parameters']} parameters, {len(runs)} runs of {a.steps} steps in {meta['seconds']:.0f} s")
     for r in rows:
-        print(f"  {r['precision']:<14} final loss {r['final_loss']:.4f}  rel. err {r['rel_err_pct']:+7.2f} % "
-              f"(sd {r['rel_err_sd_pct']:.2f}, {r['rel_err_min_pct']:+.2f}..{r['rel_err_max_pct']:+.2f})  "
+        print(f"  {r['precision']:<14} held-out loss {r['final_loss']:.4f}  rel. err {r['rel_err_pct']:+7.2f} % "
+              f"(sd {r['rel_err_sd_pct']:.2f}, {r['rel_err_min_pct']:+.2f}..{r['rel_err_max_pct']:+.2f}); "
+              f"training loss {r['train_rel_err_pct']:+.2f} % (sd {r['train_rel_err_sd_pct']:.2f})  "
               f"exact match {100 * r['exact_match']:.1f} %")
     return 0
 

@@ -12,7 +12,7 @@ from studies.tiny_llm.fp4_linear import Precision, padded_batch, precisions  # n
 from studies.tiny_llm.model import ModelConfig, TinyQwen  # noqa: E402
 
 CFG = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=64, intermediate_size=128, num_layers=1)
-KW = dict(steps=3, batch=8, lr=3e-3, warmup=2, threads=1, eval_n=0)
+KW = dict(steps=3, batch=8, lr=3e-3, warmup=2, threads=1, eval_n=0, loss_n=32)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,9 @@ def test_same_seed_same_numbers_and_summary_is_paired(runs):
     assert rows["fp32"]["rel_err_pct"] == 0
     f = study.final_loss
     want = 100 * (f(runs["HiF4"]["loss"], 0.5) - f(runs["fp32"]["loss"], 0.5)) / f(runs["fp32"]["loss"], 0.5)
-    assert rows["HiF4"]["rel_err_pct"] == pytest.approx(want)
+    assert rows["HiF4"]["train_rel_err_pct"] == pytest.approx(want)
+    h = {k: runs[k]["heldout_loss"] for k in ("HiF4", "fp32")}
+    assert rows["HiF4"]["rel_err_pct"] == pytest.approx(100 * (h["HiF4"] - h["fp32"]) / h["fp32"]) != 0
     assert rows["MXFP4+RHT+SR"]["paper_rel_err_pct"] == 1.42
 
 
@@ -85,7 +87,7 @@ def test_parallel_runs_give_the_same_numbers(runs):
 
 
 def test_one_command_writes_json_csv_and_png(tmp_path):
-    assert study.main(["--seeds", "0", "--steps", "2", "--batch", "4", "--formats", "nvfp4.te", "--eval-n", "2",
+    assert study.main(["--seeds", "0", "--steps", "2", "--batch", "4", "--formats", "nvfp4.te", "--eval-n", "2", "--loss-n", "8",
                        "--hidden", "64", "--intermediate", "128", "--layers", "1", "--jobs", "1", "--out",
                        str(tmp_path), "--no-progress"]) == 0
     import json
