@@ -1,4 +1,4 @@
-// --threads on compare, inspect, sample and golden verify: the one thread rule
+// --threads on compare, inspect, resq, sample and golden verify: the one thread rule
 // (fp4emu/threads.hpp, 0 = every hardware thread, 1..1024), and outputs that
 // do not depend on it.
 #include <fmt/format.h>
@@ -57,6 +57,33 @@ void expect_bad_counts_refused(const std::string& command) {
     const auto r = testing::run_cli(fmt::format("{} --threads {}", command, bad));
     EXPECT_EQ(r.exit_code, 2) << command << " --threads " << bad << "\n" << r.output;
     EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+  }
+}
+
+// resq's output-error products go through the build's sgemm (--output-gemm
+// fast, the default), which splits C among its threads but not the sums:
+// the report is the same bytes for any thread count, as with f64.
+TEST(CliThreads, ResqGivesTheSameReportForAnyThreadCount) {
+  testing::TempDir dir;
+  std::vector<io::SafetensorsTensor> ts;
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> x(96 * 512);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.61 * double(i) + l) * std::ldexp(1.0, int(i % 7) - 3));
+    ts.push_back({fmt::format("model.layers.{}.mlp.down_proj.input", l), io::from_f32({96, 512}, x)});
+  }
+  const auto dump = dir / "d.safetensors";
+  io::write_safetensors(dump, ts, {});
+  for (const char* gemm : {"fast", "f64"}) {
+    std::string first;
+    for (int threads : {1, 2, 3, 0}) {
+      const auto out = dir / fmt::format("rq_{}_{}", gemm, threads);
+      const auto r = testing::run_cli(fmt::format("resq {} --format mxfp4,nvfp4 --pattern none,dense,2:4 --n 384 "
+                                                  "--output-gemm {} --threads {} --out {}",
+                                                  dump.string(), gemm, threads, out.string()));
+      ASSERT_EQ(r.exit_code, 0) << gemm << " --threads " << threads << "\n" << r.output;
+      if (first.empty()) first = slurp(out / "resq.json");
+      else EXPECT_EQ(slurp(out / "resq.json"), first) << "resq --output-gemm " << gemm << " --threads " << threads;
+    }
   }
 }
 

@@ -67,18 +67,27 @@ std::vector<uint8_t> unbase64(const std::string& s) {
   return out;
 }
 
-// The images of a page, decoded, in order.
-std::vector<std::string> page_images(const std::string& page) {
+// The images of a page of type `mime`, decoded, in order.
+std::vector<std::string> page_images(const std::string& page, const std::string& mime = "image/png") {
   // A plain search: std::regex recurses per character and overflows the
   // stack on an image's hundred kilobytes.
   std::vector<std::string> images;
-  const std::string start = " src=\"data:image/png;base64,";
+  const std::string start = " src=\"data:" + mime + ";base64,";
   for (size_t at = page.find(start); at != std::string::npos; at = page.find(start, at + 1)) {
     const size_t begin = at + start.size(), end = page.find('"', begin);
     const std::vector<uint8_t> bytes = unbase64(page.substr(begin, end - begin));
     images.emplace_back(bytes.begin(), bytes.end());
   }
   return images;
+}
+
+// The file each figure names in its caption ("... (summary_heatmap.png)").
+std::vector<std::string> figure_files(const std::string& page) {
+  std::vector<std::string> files;
+  const std::string end = ")</figcaption>";
+  for (size_t at = page.find(end); at != std::string::npos; at = page.find(end, at + 1))
+    files.push_back(page.substr(page.rfind('(', at) + 1, at - page.rfind('(', at) - 1));
+  return files;
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -233,40 +242,55 @@ TEST(HtmlReportCli, ComparePage) {
   render_in_chromium(page, "compare");
 }
 
-TEST(HtmlReportCli, UnderflowPageShowsTheHeatmapsItWrote) {
-  TempDir dir;
+// Runs `command` on the dump with --out OUT --report PAGE and checks the page:
+// inert, and showing, in order, exactly the pictures `files` the run wrote
+// into OUT (each figure is the bytes of the file it names). Returns the page.
+std::string study_page(const TempDir& dir, const std::string& command, const std::string& name,
+                       const std::vector<std::string>& files, const std::string& mime = "image/png") {
   const fs::path dump = write_dump(dir);
-  const fs::path page = dir / "uf.html", out = dir / "uf";
-  const auto r = run_cli(fmt::format("underflow {} --format mxfp4,nvfp4 --transform none --transform rht --out {} "
-                                     "--report {}",
-                                     quoted(dump), quoted(out), quoted(page)));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path page = dir / (name + ".html"), out = dir / name;
+  const auto r = run_cli(fmt::format("{} {} --out {} --report {}", command, quoted(dump), quoted(out), quoted(page)));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string html = slurp(page);
   expect_inert(html);
-  const std::vector<std::string> images = page_images(html);
-  ASSERT_EQ(images.size(), 2u);
-  EXPECT_EQ(images[0], slurp(out / "summary_heatmap.png"));
-  EXPECT_EQ(images[1], slurp(out / "detail_heatmap.png"));
-  const auto j = nlohmann::json::parse(slurp(out / "summary.json"));
+  const std::vector<std::string> images = page_images(html, mime);
+  EXPECT_EQ(count(html, "<img"), files.size());
+  EXPECT_EQ(figure_files(html), files);
+  for (size_t k = 0; k < files.size() && k < images.size(); ++k) {
+    EXPECT_TRUE(fs::is_regular_file(out / files[k])) << files[k] << " is named on the page but was not written";
+    EXPECT_EQ(images[k], slurp(out / files[k])) << files[k];
+  }
+  EXPECT_EQ(images.size(), files.size());
+  render_in_chromium(page, name);
+  return html;
+}
+
+TEST(HtmlReportCli, UnderflowPageShowsTheHeatmapsItWrote) {
+  TempDir dir;
+  const std::string html = study_page(dir, "underflow --format mxfp4,nvfp4 --transform none --transform rht",
+                                      "underflow", {"summary_heatmap.png", "detail_heatmap.png"});
+  const auto j = nlohmann::json::parse(slurp(dir / "underflow" / "summary.json"));
   EXPECT_EQ(count(html, "<tr>"), 1 + j["pooled"].size() + 1 + j["tensors"].size() + 1 + 1);
-  render_in_chromium(page, "underflow");
 }
 
 TEST(HtmlReportCli, ResqPageShowsEachRecipesChart) {
   TempDir dir;
-  const fs::path dump = write_dump(dir);
-  const fs::path page = dir / "resq.html", out = dir / "resq";
-  const auto r = run_cli(fmt::format("resq {} --format mxfp4,nvfp4 --pattern none,dense,2:4,channel50 --out {} "
-                                     "--report {}",
-                                     quoted(dump), quoted(out), quoted(page)));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string html = slurp(page);
-  expect_inert(html);
-  const std::vector<std::string> images = page_images(html);
-  ASSERT_EQ(images.size(), 2u);
-  EXPECT_EQ(images[0], slurp(out / "resq_mxfp4_ocp.png"));
-  EXPECT_EQ(images[1], slurp(out / "resq_nvfp4_te.png"));
-  render_in_chromium(page, "resq");
+  study_page(dir, "resq --format mxfp4,nvfp4 --pattern none,dense,2:4,channel50", "resq",
+             {"resq_mxfp4_ocp.png", "resq_nvfp4_te.png"});
+}
+
+// With --image-format svg no PNG is written: the page shows the SVG files
+// and names no .png.
+TEST(HtmlReportCli, SvgOnlyPagesShowTheSvgFilesWritten) {
+  TempDir dir;
+  const std::string uf = study_page(dir, "underflow --format mxfp4 --image-format svg", "underflow_svg",
+                                    {"summary_heatmap.svg", "detail_heatmap.svg"}, "image/svg+xml");
+  EXPECT_EQ(uf.find(".png"), std::string::npos);
+  const std::string rq = study_page(dir, "resq --format mxfp4,nvfp4 --pattern dense,2:4 --image-format svg",
+                                    "resq_svg", {"resq_mxfp4_ocp.svg", "resq_nvfp4_te.svg"}, "image/svg+xml");
+  EXPECT_EQ(rq.find(".png"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "underflow_svg" / "summary_heatmap.png"));
+  EXPECT_FALSE(fs::exists(dir / "resq_svg" / "resq_mxfp4_ocp.png"));
 }
 
 TEST(HtmlReportCli, VerifyPageListsTheFailingCasesWithTheirClassification) {

@@ -108,13 +108,19 @@ Tensor crafted(int64_t m, int64_t d, uint32_t seed) {
 TEST(ResqPipeline, AgreesWithPlainLoops) {
   const Tensor x = crafted(8, 128, 1);
   const Tensor w = synthetic_weights(6, 128, 2);
+  // The output errors' products: f64 (one fma chain in double) to 1e-7; fast
+  // (fp32 operands and sums over d = 128) within fp32's accumulation bound,
+  // 2 (d + 1) 2^-24 relative on a sum of squares.
+  for (const ResqGemm gemm : {ResqGemm::f64, ResqGemm::fast})
   for (const char* recipe : {"hif4.v14", "mxfp4.ocp", "nvfp4.te"})
     for (bool sq : {false, true}) {
-      SCOPED_TRACE(std::string(recipe) + (sq ? " sq" : " qs"));
+      SCOPED_TRACE(std::string(recipe) + (sq ? " sq" : " qs") + (gemm == ResqGemm::fast ? " fast" : " f64"));
+      const double out_tol = gemm == ResqGemm::fast ? 2.0 * (128 + 1) * 0x1p-24 : 1e-7;
       QuantOptions o;
       o.recipe = recipe;
       ResqOptions opt;
       opt.order = sq ? ResqOrder::sq : ResqOrder::qs;
+      opt.gemm = gemm;
       const ResqTensorResult res =
           study_resq("t", x, w, o, parse_transform("none"), nullptr, patterns({"none", "dense", "2:4"}), opt);
       EXPECT_EQ(res.residual_inexact, 0);
@@ -122,9 +128,9 @@ TEST(ResqPipeline, AgreesWithPlainLoops) {
         const Expected e = by_loops(x, w, recipe, p, sq);
         const ResqSums& s = row(res, p).sums;
         EXPECT_NEAR(s.act_err_sq, e.act_err, 1e-9 * e.act_err) << p;
-        EXPECT_NEAR(s.out_err_sq, e.out_err, 1e-7 * e.out_err + 1e-20) << p;
-        EXPECT_NEAR(s.out_err_y_sq, e.out_err_y, 1e-7 * e.out_err_y) << p;
-        EXPECT_NEAR(s.none_out_err_sq, e.none_out, 1e-7 * e.none_out) << p;
+        EXPECT_NEAR(s.out_err_sq, e.out_err, out_tol * e.out_err + 1e-20) << p;
+        EXPECT_NEAR(s.out_err_y_sq, e.out_err_y, out_tol * e.out_err_y) << p;
+        EXPECT_NEAR(s.none_out_err_sq, e.none_out, out_tol * e.none_out) << p;
         if (std::string(p) == "2:4") {
           EXPECT_DOUBLE_EQ(s.drop_res, e.drop_res);
           EXPECT_DOUBLE_EQ(s.drop_prim, e.drop_prim);

@@ -368,6 +368,21 @@ int cell_height(const HeatmapPanel& p) {
   return !p.row_labels.empty() ? 24 : std::clamp(360 / std::max(p.rows, 1), 1, 24);
 }
 
+// The title at the top left and the grey subtitle (if any) under it; returns
+// the y below them, and `right` is where the longer line ends.
+double draw_heading(Painter& pt, const std::string& title, const std::string& subtitle, double& right) {
+  double y = kMargin;
+  pt.text(kMargin, y, title, kTitleSize, 0, 0);
+  right = kMargin + pt.width(title, kTitleSize);
+  y += line_height(kTitleSize);
+  if (!subtitle.empty()) {
+    pt.text(kMargin, y, subtitle, kLabelSize, 0, 0, kGrey);
+    right = std::max(right, kMargin + pt.width(subtitle, kLabelSize));
+    y += line_height(kLabelSize);
+  }
+  return y;
+}
+
 Size draw_heatmap(const HeatmapFigure& f, const Scale& s, Painter& pt) {
   int max_cols = 1;
   for (const HeatmapPanel& p : f.panels) max_cols = std::max(max_cols, p.cols);
@@ -391,16 +406,8 @@ Size draw_heatmap(const HeatmapFigure& f, const Scale& s, Painter& pt) {
   }
   const double left = kMargin + line_height(kLabelSize) + 6 + row_label_w + 6;
 
-  double y = kMargin;
-  pt.text(kMargin, y, f.title, kTitleSize, 0, 0);
-  double right = kMargin + pt.width(f.title, kTitleSize);
-  y += line_height(kTitleSize);
-  if (!f.subtitle.empty()) {
-    pt.text(kMargin, y, f.subtitle, kLabelSize, 0, 0, kGrey);
-    right = std::max(right, kMargin + pt.width(f.subtitle, kLabelSize));
-    y += line_height(kLabelSize);
-  }
-  y += 8;
+  double right = 0;
+  double y = draw_heading(pt, f.title, f.subtitle, right) + 8;
 
   double plots_right = left;
   for (const HeatmapPanel& p : f.panels)
@@ -506,16 +513,8 @@ Size draw_bar_chart(const BarChart& chart, Painter& pt) {
   for (double t = lo; t <= hi + step / 2; t += step) tick_w = std::max(tick_w, pt.width(tick_label(t), kTickSize));
   const double group_w = std::max(ns * bar_w + 16, widest + 12);
   const double left = kMargin + line_height(kLabelSize) + 6 + tick_w + 6;
-  double top = kMargin;
-  pt.text(kMargin, top, chart.title, kTitleSize, 0, 0);
-  double right = kMargin + pt.width(chart.title, kTitleSize);
-  top += line_height(kTitleSize);
-  if (!chart.subtitle.empty()) {
-    pt.text(kMargin, top, chart.subtitle, kLabelSize, 0, 0, kGrey);
-    right = std::max(right, kMargin + pt.width(chart.subtitle, kLabelSize));
-    top += line_height(kLabelSize);
-  }
-  top += 6;
+  double right = 0;
+  double top = draw_heading(pt, chart.title, chart.subtitle, right) + 6;
   // Legend above the plot, one line per series.
   std::vector<Rgb> colours;
   for (int s = 0; s < ns; ++s) colours.push_back(viridis(ns == 1 ? 0.3 : 0.1 + 0.75 * s / (ns - 1)));

@@ -12,6 +12,8 @@
 #include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/array.hpp"
+#include "fp4emu/threads.hpp"
+#include "src/gemm/models.hpp"
 
 namespace fp4emu::analysis {
 namespace {
@@ -31,6 +33,39 @@ std::vector<double> gemm_abt(const std::vector<double>& a, const std::vector<dou
 }
 
 std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
+
+// The output-error products E Q(W)^T (e: m x d, Q(W): n x d) into `ey`,
+// m x n. The fp32 buffers are kept by the caller from one pattern to the
+// next: a gate/up tensor's m x n products are tens of megabytes.
+class OutputError {
+ public:
+  OutputError(const std::vector<double>& qwd, const std::vector<float>& qw, int64_t m, int64_t d, int64_t n,
+              int threads, ResqGemm gemm)
+      : qwd_(qwd), qw_(qw), m_(m), d_(d), n_(n), threads_(threads), gemm_(gemm) {}
+
+  const std::vector<double>& operator()(const std::vector<double>& e) {
+    if (gemm_ == ResqGemm::f64) {
+      ey_ = gemm_abt(e, qwd_, m_, d_, n_, threads_);
+      return ey_;
+    }
+    // Q(W) is an fp32 tensor; E rounds to fp32 (it is a difference of fp32
+    // values, exact in fp32 unless its operands' exponents are far apart).
+    ef_.assign(e.begin(), e.end());
+    c_.resize(size_t(m_ * n_));
+    gemm_detail::fast_gemm(ef_.data(), qw_.data(), m_, n_, d_, thread_count(threads_), c_.data());
+    ey_.assign(c_.begin(), c_.end());
+    return ey_;
+  }
+
+ private:
+  const std::vector<double>& qwd_;
+  const std::vector<float>& qw_;
+  int64_t m_, d_, n_;
+  int threads_;
+  ResqGemm gemm_;
+  std::vector<float> ef_, c_;
+  std::vector<double> ey_;
+};
 
 // ||v - mask v||^2: what pruning deletes from v.
 double deleted_energy(const std::vector<float>& v, const std::vector<uint8_t>& mask) {
@@ -141,10 +176,11 @@ ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, cons
                                  name, d, io::shape_string(w_in.shape), d));
   const int64_t n = w_in.shape[0];
   // Working set: the weights in fp32 (given, transformed, quantized) and in
-  // double (two widened copies); three m x n products in double.
+  // double (two widened copies); three m x n products in double and, for
+  // the fast output GEMM, one in fp32.
   checked_bytes({n, d, 3 * 4 + 2 * 8}, fmt::format("resq on tensor {}: weights of {} x {}", name, n, d),
                 "choose fewer weight rows (--n)");
-  checked_bytes({m, n, 3 * 8}, fmt::format("resq on tensor {}: outputs of {} x {}", name, m, n),
+  checked_bytes({m, n, 3 * 8 + 4}, fmt::format("resq on tensor {}: outputs of {} x {}", name, m, n),
                 "choose fewer weight rows (--n) or fewer tokens");
   QuantOptions o = options;
   o.axis = -1;
@@ -191,6 +227,8 @@ ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, cons
   const double res_sq = energy(rq.data), prim_sq = energy(qx.data);
 
   double none_err = kNaN;
+  OutputError output_error(qwd, qw.data, m, d, n, threads, opt.gemm);
+  std::vector<double> e(x.data.size());
   for (const SparsityPattern& p : patterns) {
     ResqRow row;
     row.tensor = name;
@@ -219,12 +257,11 @@ ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, cons
       }
     }
     // E = X^ - X; Y^ - Y_A = E Q(W)^T.
-    std::vector<double> e(x.data.size());
     for (size_t i = 0; i < e.size(); ++i) {
       e[i] = (double(qx.data[i]) + double(kept_res[i])) - xd[i];
       s.act_err_sq += e[i] * e[i];
     }
-    const std::vector<double> ey = gemm_abt(e, qwd, m, d, n, threads);
+    const std::vector<double>& ey = output_error(e);
     for (size_t i = 0; i < ey.size(); ++i) {
       const double yhat = ya[i] + ey[i];
       s.out_err_sq += ey[i] * ey[i];
@@ -242,9 +279,8 @@ ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, cons
   // `none` was not among the patterns).
   if (std::isnan(none_err)) {
     none_err = 0;
-    std::vector<double> e(x.data.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = double(qx.data[i]) - xd[i];
-    for (double v : gemm_abt(e, qwd, m, d, n, threads)) none_err += v * v;
+    for (double v : output_error(e)) none_err += v * v;
   }
   for (ResqRow& r : result.rows) r.sums.none_out_err_sq = none_err;
   return result;

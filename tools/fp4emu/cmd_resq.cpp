@@ -37,6 +37,7 @@ struct Args {
   std::vector<std::string> patterns;
   double density = 0.5;
   std::string order = "qs";
+  std::string output_gemm = "fast";
   std::string transform = "none";
   int64_t n = 256;
   uint64_t seed = 0;
@@ -122,6 +123,12 @@ ResqOptions plan_options(const Args& a) {
   if (a.order == "qs") opt.order = ResqOrder::qs;
   else if (a.order == "sq") opt.order = ResqOrder::sq;
   else throw InputError(fmt::format("--order '{}' is unknown; use qs (S(Q(dX)), the paper's) or sq (Q(S(dX)))", a.order));
+  if (a.output_gemm == "fast") opt.gemm = ResqGemm::fast;
+  else if (a.output_gemm == "f64") opt.gemm = ResqGemm::f64;
+  else
+    throw InputError(fmt::format("--output-gemm '{}' is unknown; use fast (fp32 sgemm) or f64 (double, the same bits "
+                                 "on every machine)",
+                                 io::printable(a.output_gemm, 40)));
   return opt;
 }
 
@@ -279,9 +286,14 @@ void print_table(const Recipe& recipe, const std::string& ttext, const std::stri
                drop_text(r.drop_prim_mse()), speedup_vs_fp16(r.pattern));
 }
 
-std::pair<std::string, io::RgbImage> chart(const Recipe& recipe, const std::string& ttext, const std::string& order,
-                                           const PerRecipe& pr, const Dump& dump, ImageFormats images,
-                                           std::string& svg) {
+// A recipe's chart and the stem of its files (resq_<recipe id>).
+struct Chart {
+  std::string stem;
+  Picture picture;
+};
+
+Chart chart(const Recipe& recipe, const std::string& ttext, const std::string& order, const PerRecipe& pr,
+            const Dump& dump, ImageFormats images) {
   BarChart chart;
   chart.title = fmt::format("Rollout-ResQ residual by sparsity pattern: {} ({})", format_name(recipe.format), recipe.id);
   const auto& files = dump.set().files();
@@ -298,12 +310,9 @@ std::pair<std::string, io::RgbImage> chart(const Recipe& recipe, const std::stri
     out.values.push_back(r.out_qsnr_db());
   }
   chart.series = {act, out};
-  std::string file = "resq_" + std::string(recipe.id) + ".png";
-  std::replace(file.begin(), file.end(), '.', '_');
-  file.replace(file.size() - 4, 4, images.png ? ".png" : ".svg");  // the report names the first file written
-  Picture picture = draw_picture(chart, images);
-  svg = std::move(picture.svg);
-  return {file, std::move(picture.png)};
+  std::string stem = "resq_" + std::string(recipe.id);
+  std::replace(stem.begin(), stem.end(), '.', '_');
+  return {std::move(stem), draw_picture(chart, images)};
 }
 
 ordered_json report_header(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights) {
@@ -313,7 +322,7 @@ ordered_json report_header(const Args& a, const Study& study, const Dump& dump, 
   root["weights"] = weights ? inputs_json(*weights)
                             : ordered_json({{"synthetic", "N(0, 1/d)"}, {"n", a.n}, {"seed", a.seed}});
   root["aliases"] = dump.aliases();
-  root["options"] = {{"order", a.order}, {"density", a.density}, {"seed", a.seed},
+  root["options"] = {{"order", a.order}, {"output_gemm", a.output_gemm}, {"density", a.density}, {"seed", a.seed},
                      {"rounding", rounding_json(study.rounding, study.stochastic)},
                      {"residual_scales", "recompute"}, {"tie", "lowest-index"}};
   root["cost_model"] = {
@@ -325,11 +334,11 @@ ordered_json report_header(const Args& a, const Study& study, const Dump& dump, 
 }
 
 // --report: the page of resq.json with each recipe's chart inline, written last.
-void write_report(const std::string& path, const ordered_json& root,
-                  const std::vector<std::pair<std::string, io::RgbImage>>& charts) {
+void write_report(const std::string& path, const ordered_json& root, const std::vector<Chart>& charts,
+                  ImageFormats images) {
   std::vector<html::Figure> figures;
-  for (const auto& [file, image] : charts)
-    figures.push_back({"Activation and output QSNR by sparsity pattern", file, io::encode_png(image)});
+  for (const Chart& c : charts)
+    figures.push_back(report_figure("Activation and output QSNR by sparsity pattern", c.stem, c.picture, images));
   html::write_page(path, html::resq_page(root, figures));
   fmt::print("wrote {}\n", path);
 }
@@ -353,8 +362,7 @@ int run(const Args& a) {
   std::string csv_out = std::string(kColumns) + "\n";
   ordered_json root = report_header(a, study, dump, weights);
   ordered_json jr = ordered_json::array();
-  std::vector<std::pair<std::string, io::RgbImage>> charts;
-  std::vector<std::string> chart_svgs;
+  std::vector<Chart> charts;
   fmt::print("{}; weights: {}\n", inputs_line(dump),
              a.weights.empty() ? fmt::format("synthetic N(0, 1/d) x {} rows, seed {}", a.n, a.seed) : a.weights);
   for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
@@ -375,12 +383,12 @@ int run(const Args& a) {
       pooled_json.push_back(row_json(r));
     }
     print_table(recipe, ttext, a.order, pr, dump.size());
-    charts.push_back(chart(recipe, ttext, a.order, pr, dump, study.images, chart_svgs.emplace_back()));
+    charts.push_back(chart(recipe, ttext, a.order, pr, dump, study.images));
     jr.push_back({{"format", format_name(recipe.format)},
                   {"recipe", recipe.id},
                   {"block", block_size(recipe.format)},
                   {"transform", ttext},
-                  {"chart", charts.back().first},
+                  {"chart", picture_file(charts.back().stem, study.images)},
                   {"residual_inexact_in_fp32", pr.inexact},
                   {"pooled", pooled_json},
                   {"tensors", tensors_json}});
@@ -392,12 +400,9 @@ int run(const Args& a) {
   write_text(outdir / "resq.csv", csv_out);
   write_text(outdir / "resq.json", root.dump(1) + "\n");
   std::vector<std::string> written = {"resq.csv", "resq.json"};
-  for (size_t k = 0; k < charts.size(); ++k) {
-    const std::string& file = charts[k].first;
-    write_picture(outdir, file.substr(0, file.size() - 4), {charts[k].second, chart_svgs[k]}, study.images, written);
-  }
+  for (const Chart& c : charts) write_picture(outdir, c.stem, c.picture, study.images, written);
   fmt::print("\nwrote {}/{{{}}}\n", a.out, fmt::join(written, ", "));
-  if (!a.report.empty()) write_report(a.report, root, charts);
+  if (!a.report.empty()) write_report(a.report, root, charts, study.images);
   return 0;
 }
 
@@ -420,6 +425,11 @@ void add_resq(CLI::App& app, Action& action) {
       ->default_val(0.5)
       ->check(real_in({0, 1, true, true}, "a kept fraction strictly between 0 and 1"));
   cmd->add_option("--order", args->order, "qs: S(Q(dX)) (the paper's) | sq: Q(S(dX))")->default_val("qs");
+  cmd->add_option("--output-gemm", args->output_gemm,
+                  "The output-error products E Q(W)^T: fast (fp32 operands, the build's sgemm; the last digits may "
+                  "differ between machines) | f64 (double, one fixed order: the same bits everywhere, about twice "
+                  "the time)")
+      ->default_val("fast");
   cmd->add_option("--transform", args->transform,
                   "none | rht[:b=N,seed=S,signs=seeded|te] | smoothquant[:alpha=A,calib=DUMP], applied to X and W")
       ->default_val("none");

@@ -383,10 +383,12 @@ void write_outputs(const std::string& dir, const Outputs& o) {
 void write_report(const std::string& path, const Outputs& o) {
   std::vector<html::Figure> figures;
   if (o.summary_png)
-    figures.push_back({"Underflow ratio by layer and tensor kind", "summary_heatmap.png", io::encode_png(*o.summary_png)});
+    figures.push_back(report_figure("Underflow ratio by layer and tensor kind", "summary_heatmap",
+                                    {*o.summary_png, o.summary_svg}, o.images));
   if (o.detail_png)
-    figures.push_back({"Underflow per block of " + o.json.at("heatmaps").at("detail_tensor").get<std::string>(),
-                       "detail_heatmap.png", io::encode_png(*o.detail_png)});
+    figures.push_back(report_figure("Underflow per block of " +
+                                        o.json.at("heatmaps").at("detail_tensor").get<std::string>(),
+                                    "detail_heatmap", {*o.detail_png, o.detail_svg}, o.images));
   html::write_page(path, html::underflow_page(o.json, figures));
   fmt::print("wrote {}\n", path);
 }
@@ -466,29 +468,25 @@ struct TensorResults {
   std::string weight_source;
 };
 
-// Between MPI ranks, field by field (distributed.hpp).
+// Between MPI ranks, field by field (distributed.hpp): one list of the
+// fields, visited by encode and by decode.
+template <class Stats, class Visit>
+void visit_fields(Stats& s, Visit v) {
+  v(s.rows), v(s.cols), v(s.block), v(s.n), v(s.n_nonfinite), v(s.n_nonzero), v(s.n_underflow), v(s.n_zero_after);
+  v(s.underflow_ratio), v(s.zero_ratio_after), v(s.n_blocks), v(s.n_blocks_nonzero), v(s.blocks_with_underflow_ratio);
+  v(s.mean_block_ur), v(s.p99_block_ur), v(s.max_block_ur), v(s.outlier_block_ratio_abs);
+  v(s.outlier_block_ratio_rel), v(s.outlier_block_ratio_uf), v(s.n_saturated), v(s.saturation_ratio);
+  v(s.crest_mean), v(s.crest_median), v(s.crest_q3), v(s.crest_max), v(s.max_abs), v(s.rms), v(s.qsnr_db);
+  v(s.rel_l2), v(s.cosine), v(s.token_ur), v(s.channel_ur), v(s.top_tokens), v(s.top_channels);
+  v(s.block_nonzero), v(s.block_flushed), v(s.log2_hist_all), v(s.log2_hist_underflow);
+}
+
 void encode(dist::Writer& w, const UnderflowStats& s) {
-  w.put(s.rows), w.put(s.cols), w.put(s.block), w.put(s.n), w.put(s.n_nonfinite), w.put(s.n_nonzero);
-  w.put(s.n_underflow), w.put(s.n_zero_after), w.put(s.underflow_ratio), w.put(s.zero_ratio_after);
-  w.put(s.n_blocks), w.put(s.n_blocks_nonzero), w.put(s.blocks_with_underflow_ratio), w.put(s.mean_block_ur);
-  w.put(s.p99_block_ur), w.put(s.max_block_ur), w.put(s.outlier_block_ratio_abs), w.put(s.outlier_block_ratio_rel);
-  w.put(s.outlier_block_ratio_uf), w.put(s.n_saturated), w.put(s.saturation_ratio), w.put(s.crest_mean);
-  w.put(s.crest_median), w.put(s.crest_q3), w.put(s.crest_max), w.put(s.max_abs), w.put(s.rms), w.put(s.qsnr_db);
-  w.put(s.rel_l2), w.put(s.cosine), w.put(s.token_ur), w.put(s.channel_ur), w.put(s.top_tokens);
-  w.put(s.top_channels), w.put(s.block_nonzero), w.put(s.block_flushed), w.put(s.log2_hist_all);
-  w.put(s.log2_hist_underflow);
+  visit_fields(s, [&w](const auto& field) { w.put(field); });
 }
 
 void decode(dist::Reader& r, UnderflowStats& s) {
-  r.get(s.rows), r.get(s.cols), r.get(s.block), r.get(s.n), r.get(s.n_nonfinite), r.get(s.n_nonzero);
-  r.get(s.n_underflow), r.get(s.n_zero_after), r.get(s.underflow_ratio), r.get(s.zero_ratio_after);
-  r.get(s.n_blocks), r.get(s.n_blocks_nonzero), r.get(s.blocks_with_underflow_ratio), r.get(s.mean_block_ur);
-  r.get(s.p99_block_ur), r.get(s.max_block_ur), r.get(s.outlier_block_ratio_abs), r.get(s.outlier_block_ratio_rel);
-  r.get(s.outlier_block_ratio_uf), r.get(s.n_saturated), r.get(s.saturation_ratio), r.get(s.crest_mean);
-  r.get(s.crest_median), r.get(s.crest_q3), r.get(s.crest_max), r.get(s.max_abs), r.get(s.rms), r.get(s.qsnr_db);
-  r.get(s.rel_l2), r.get(s.cosine), r.get(s.token_ur), r.get(s.channel_ur), r.get(s.top_tokens);
-  r.get(s.top_channels), r.get(s.block_nonzero), r.get(s.block_flushed), r.get(s.log2_hist_all);
-  r.get(s.log2_hist_underflow);
+  visit_fields(s, [&r](auto& field) { r.get(field); });
 }
 
 void encode(dist::Writer& w, const TensorResults& t) {

@@ -94,4 +94,15 @@ void write_picture(const std::filesystem::path& dir, const std::string& stem, co
   }
 }
 
+std::string picture_file(const std::string& stem, ImageFormats formats) {
+  return stem + (formats.png ? ".png" : ".svg");
+}
+
+html::Figure report_figure(std::string caption, const std::string& stem, const Picture& picture,
+                           ImageFormats formats) {
+  if (formats.png) return {std::move(caption), picture_file(stem, formats), io::encode_png(picture.png)};
+  return {std::move(caption), picture_file(stem, formats), std::vector<uint8_t>(picture.svg.begin(), picture.svg.end()),
+          "image/svg+xml"};
+}
+
 }  // namespace fp4emu::cli

@@ -10,6 +10,7 @@
 
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/io/png.hpp"
+#include "html_report.hpp"
 
 namespace fp4emu::cli {
 
@@ -41,5 +42,13 @@ Picture draw_picture(const analysis::BarChart& chart, ImageFormats formats);
 // names written to `written`.
 void write_picture(const std::filesystem::path& dir, const std::string& stem, const Picture& picture,
                    ImageFormats formats, std::vector<std::string>& written);
+
+// The first file write_picture writes for `stem`: `stem`.png, or `stem`.svg
+// when only SVG is asked for.
+std::string picture_file(const std::string& stem, ImageFormats formats);
+// The picture as a --report page shows it: the bytes of picture_file (the
+// PNG, or the SVG itself), so the page names only a file that was written.
+html::Figure report_figure(std::string caption, const std::string& stem, const Picture& picture,
+                           ImageFormats formats);
 
 }  // namespace fp4emu::cli

@@ -79,8 +79,17 @@ struct ResqRow {
   double drop_prim_norm() const;
 };
 
+// How the output-error products E Q(W)^T (one per pattern) are multiplied.
+// Y = X W^T and Y_A = X Q(W)^T, the references, are always gemm_f64.
+enum class ResqGemm : uint8_t {
+  fast,  // fp32 operands, the build's sgemm (docs/gemm.md "fast"): about twice gemm_f64's speed; its
+         // summation order is the library's, so the last digits may differ between machines
+  f64,   // gemm_f64.hpp: double, one fixed fma order, the same bits on every machine
+};
+
 struct ResqOptions {
   ResqOrder order = ResqOrder::qs;
+  ResqGemm gemm = ResqGemm::fast;
 };
 
 struct ResqTensorResult {
