@@ -67,7 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Notebook{"resq.ipynb", {"resq.json", "resq_patterns.png", "resq_deletion.png"}},
                       Notebook{"formats.ipynb", {"formats_qsnr_ur.png", "formats_transforms.png"}},
                       Notebook{"sr_bias.ipynb",
-                               {"sr_bias.json", "sr_bias_tensors.csv", "sr_bias_accumulation.csv", "sr_bias.png"}}),
+                               {"sr_bias.json", "sr_bias_tensors.csv", "sr_bias_accumulation.csv", "sr_bias.png"}},
+                      Notebook{"tiny_llm.ipynb",
+                               {"rollout_table.png", "rollout_scatter.png", "rollout_layers.png", "tiny_llm_live.json"}}),
     [](const ::testing::TestParamInfo<Notebook>& info) {
       std::string n = info.param.name;
       return n.substr(0, n.find('.'));

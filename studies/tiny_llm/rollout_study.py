@@ -38,7 +38,6 @@ import json
 import math
 import os
 import pathlib
-import random
 import shutil
 import subprocess
 import sys
@@ -158,12 +157,10 @@ def run(ckpt: pathlib.Path, out: pathlib.Path, recipes: list[str], n_test: int, 
     setup_torch(seed, threads)
     t0 = time.monotonic()
     model = load(ckpt).eval()
-    test = task.problems("test")
-    if n_test < len(test):
-        test = sorted(random.Random(seed).sample(test, n_test))
+    test = task.make_split("test", n_test, seed)  # operators equally likely, as pretrain.py's evaluation
     calib_split = task.make_split("calib", n_calib, seed)
     out.mkdir(parents=True, exist_ok=True)
-    work = pathlib.Path(tempfile.mkdtemp(prefix="tiny_llm_rollout.", dir=out))
+    work = pathlib.Path(tempfile.mkdtemp(prefix="tiny_llm_rollout."))  # the dumps: tens of MB, not kept
     try:
         # Rollouts of the fp32 model: what is dumped, and what SmoothQuant calibrates on (another batch).
         dump_prompts = [p for p, _ in test[:n_dump]]
@@ -395,7 +392,7 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint", default=str(ROOT / "data" / "tiny_llm" / "model.safetensors"))
     ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
     ap.add_argument("--recipes", default=",".join(RECIPES))
-    ap.add_argument("--n-test", type=int, default=100000, help="test problems (default: all 2165)")
+    ap.add_argument("--n-test", type=int, default=1000, help="held-out test problems (task.make_split)")
     ap.add_argument("--n-calib", type=int, default=256, help="calibration rollouts (SmoothQuant)")
     ap.add_argument("--n-dump", type=int, default=512, help="test rollouts dumped for underflow / resq")
     ap.add_argument("--seed", type=int, default=0)

@@ -32,7 +32,7 @@ def test_fp32_row_is_the_plain_model(study):
     res, _ = study
     fp32 = res["configs"][0]
     assert fp32["name"] == "fp32" and fp32["em_drop"] == 0 and fp32["changed_completions"] == 0
-    test = sorted(__import__("random").Random(0).sample(task.problems("test"), 80))
+    test = task.make_split("test", 80, 0)
     plain = rs.evaluate(load(CKPT).eval(), test)
     assert plain["exact_match"] == fp32["exact_match"] and plain["answer_loglik"] == fp32["answer_loglik"]
 
