@@ -29,8 +29,8 @@ from torch import nn
 
 from . import _as_input, _core, _sr_args
 
-__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "capture_inputs", "dump_activations", "rht",
-           "Fp4Linear", "fp4_training"]
+__all__ = ["fake_quant", "FakeQuantize", "QuantizedLinear", "quantize_linear_inputs", "capture_inputs",
+           "dump_activations", "rht", "Fp4Linear", "fp4_training"]
 
 
 def fake_quant(t: torch.Tensor, recipe: str, axis: int = -1, rounding: Optional[str] = None,

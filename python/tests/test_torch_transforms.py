@@ -1,4 +1,4 @@
-"""fp4emu.torch.QuantizedLinear's W4A16 mode and transforms, each against the formula of docs/analysis.md §4 by hand."""
+"""fp4emu.torch.QuantizedLinear's W4A16 mode and transforms, each against docs/analysis.md §4's formula by hand."""
 import numpy as np
 import pytest
 

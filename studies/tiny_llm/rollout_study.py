@@ -414,6 +414,10 @@ def main(argv=None) -> int:
     ckpt = pathlib.Path(a.checkpoint)
     if not ckpt.exists():
         ap.error(f"--checkpoint {ckpt} does not exist: run python3 -m studies.tiny_llm.pretrain first")
+    try:
+        load(ckpt)
+    except ValueError as e:  # checked before any work: the message names the file and the field
+        ap.error(f"--checkpoint: {e}")
     res = run(ckpt, pathlib.Path(a.out), recipes, a.n_test, a.n_calib, a.n_dump, a.seed, a.threads,
               not a.no_progress, not a.no_sensitivity)
     for r in res["configs"]:

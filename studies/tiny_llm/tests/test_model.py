@@ -142,3 +142,25 @@ def test_generation_scores_and_the_committed_checkpoint():
     s1 = generate(m, prompts, greedy=False, generator=torch.Generator().manual_seed(5))
     s2 = generate(m, prompts, greedy=False, generator=torch.Generator().manual_seed(5))
     assert s1 == s2
+
+
+def test_pretraining_reproduces_itself_and_learns():
+    from studies.tiny_llm.pretrain import pretrain
+    cfg = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=64, intermediate_size=128, num_layers=1)
+    runs = [pretrain(cfg, steps=6, batch=16, lr=3e-3, seed=s, threads=1, eval_every=3, eval_n=8, warmup=2,
+                     progress=False) for s in (1, 1, 2)]
+    (m1, l1), (m2, l2), (_, l3) = runs
+    assert l1["loss"] == l2["loss"] and l1["loss"] != l3["loss"]
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+    assert l1["loss"][-1] < l1["loss"][0]
+    assert [e["step"] for e in l1["eval"]] == [3, 6]
+
+
+def test_bad_checkpoint_exits_2_with_the_file_named(tmp_path, capsys):
+    from studies.tiny_llm import rollout_study
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x02\0\0\0\0\0\0\0{}")
+    with pytest.raises(SystemExit) as e:
+        rollout_study.main(["--checkpoint", str(bad), "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and "bad.safetensors" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
