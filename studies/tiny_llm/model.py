@@ -32,7 +32,7 @@ from torch.nn import functional as F
 
 @dataclasses.dataclass
 class ModelConfig:
-    vocab_size: int = 18
+    vocab_size: int = 17           # len(task.VOCAB)
     hidden_size: int = 64           # multiple of 64: blocks of 16, 32 and 64 tile it
     intermediate_size: int = 256    # multiple of 64
     num_layers: int = 2
