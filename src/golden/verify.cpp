@@ -23,6 +23,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
@@ -34,6 +35,7 @@
 #include "fp4emu/quant/scale_layout.hpp"
 #include "fp4emu/threads.hpp"
 #include "manifest.hpp"
+#include "src/io/byte_stream.hpp"
 #include "packing.hpp"
 
 namespace fp4emu::golden {
@@ -816,6 +818,35 @@ class CaseRun {
   std::map<int64_t, std::vector<double>> lane_scale_cache_;
 };
 
+// One case's result and part of the report between the ranks of a job
+// (io::ByteWriter): each struct's fields listed once, for both directions.
+template <class M, class Visit>
+void mismatch_fields(M& m, Visit v) {
+  v(m.case_id), v(m.file), v(m.kind), v(m.block), v(m.row), v(m.block_in_row), v(m.element), v(m.column);
+  v(m.input), v(m.expected), v(m.actual), v(m.expected_scale), v(m.actual_scale), v(m.cause), v(m.scaled);
+  v(m.block_amax), v(m.s_enc), v(m.before_rounding);
+}
+template <class R, class Visit>
+void result_fields(R& r, Visit v) {
+  v(r.id), v(r.family), v(r.recipe), v(r.status), v(r.outputs), v(r.compared), v(r.mismatches);
+  v(r.classification), v(r.notes);
+}
+
+void encode(io::ByteWriter& w, const CaseResult& result, const VerifyReport& part) {
+  auto put = [&w](const auto& field) { w.put(field); };
+  result_fields(result, put);
+  w.put(part.errors), w.put(part.total_mismatches), w.put<uint64_t>(part.first.size());
+  for (const Mismatch& m : part.first) mismatch_fields(m, put);
+}
+
+void decode(io::ByteReader& r, CaseResult& result, VerifyReport& part) {
+  auto get = [&r](auto& field) { r.get(field); };
+  result_fields(result, get);
+  r.get(part.errors), r.get(part.total_mismatches);
+  part.first.resize(r.get<uint64_t>());
+  for (Mismatch& m : part.first) mismatch_fields(m, get);
+}
+
 }  // namespace
 
 std::string_view to_string(CaseStatus s) {
@@ -861,7 +892,16 @@ VerifyReport verify_suite(const fs::path& suite_dir, const fs::path& candidate, 
   const std::vector<ManifestCase>& cases = suite.manifest.cases;
   std::vector<CaseResult> results(cases.size());
   std::vector<VerifyReport> parts(cases.size());
-  for_each_item(cases.size(), threads, [&](size_t i) {
+  // An MPI job (golden generate's exchange): rank r takes cases r, r + N,
+  // ...; rank 0 gathers every case's result and part and merges them as one
+  // process would.
+  const GenerateOptions::Exchange* ex =
+      options.exchange && options.exchange->size > 1 ? options.exchange : nullptr;
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (!ex || static_cast<int>(i % static_cast<size_t>(ex->size)) == ex->rank) mine.push_back(i);
+  for_each_item(mine.size(), threads, [&](size_t k) {
+    const size_t i = mine[k];
     const ManifestCase& c = cases[i];
     CaseResult& result = results[i];
     VerifyReport& part = parts[i];
@@ -884,6 +924,23 @@ VerifyReport verify_suite(const fs::path& suite_dir, const fs::path& candidate, 
       CaseRun(suite, cand, c, options, part, result).run();
     }
   });
+  if (ex) {
+    io::ByteWriter w;
+    for (size_t i : mine) {
+      w.put<uint64_t>(i);
+      encode(w, results[i], parts[i]);
+    }
+    const std::vector<std::string> shares = ex->gather(w.take());
+    if (ex->rank != 0) return report;  // rank 0 reports
+    for (const std::string& share : shares) {
+      io::ByteReader r(share);
+      while (!r.done()) {
+        const uint64_t i = r.get<uint64_t>();
+        if (i >= cases.size()) throw std::logic_error("golden verify: a case index out of range from a rank");
+        decode(r, results[i], parts[i]);
+      }
+    }
+  }
   for (size_t i = 0; i < cases.size(); ++i) {
     report.cases.push_back(std::move(results[i]));
     VerifyReport& part = parts[i];

@@ -3,7 +3,8 @@
 
     mpi_reproduce.py CHECK --fp4emu PATH --mpirun PATH --dump FILE --work DIR
 
-CHECK is one of compare, underflow, resq, inspect, golden (generate), failure. Each
+CHECK is one of compare, underflow, resq, inspect, golden (generate), verify (golden
+verify of a candidate with mismatches in several cases), failure. Each
 study runs once alone (no launcher: one process) and then under
 `mpirun -n 1`, `-n 2` and `-n 3` (--oversubscribe; --allow-run-as-root when
 run as root, as CI does); every report file and the standard output must be
@@ -58,16 +59,16 @@ def same_bytes(a, b, what):
     return len(ta)
 
 
-def check_study(args, name, argv_for):
+def check_study(args, name, argv_for, expect=0):
     """argv_for(out) -> fp4emu arguments writing to `out`; stdout compared too."""
     base = os.path.join(args.work, name)
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
     alone_out = os.path.join(base, "alone")
-    alone = run([args.fp4emu] + argv_for(alone_out))
+    alone = run([args.fp4emu] + argv_for(alone_out), expect)
     for n in RANKS:
         out = os.path.join(base, f"n{n}")
-        p = run(mpirun_prefix(args, n) + [args.fp4emu] + argv_for(out))
+        p = run(mpirun_prefix(args, n) + [args.fp4emu] + argv_for(out), expect)
         files = same_bytes(alone_out, out, f"{name} under mpirun -n {n}")
         if p.stdout.replace(out, alone_out) != alone.stdout:
             sys.exit(f"FAIL: {name} under mpirun -n {n}: stdout differs\n--- alone\n{alone.stdout}\n--- mpi\n{p.stdout}")
@@ -123,9 +124,39 @@ def check_failure(args):
         print(f"failure: mpirun -n {n}: damaged dump -> exit 2, one message, no report")
 
 
+def check_verify(args):
+    """golden verify of a candidate that fails several cases: the JSON report
+    (stdout) and the JUnit file are the single process's bytes."""
+    base = os.path.join(args.work, "verify_input")
+    shutil.rmtree(base, ignore_errors=True)
+    suite, cand = os.path.join(base, "suite"), os.path.join(base, "cand")
+    run([args.fp4emu, "golden", "generate", "--recipe", "mxfp4.ocp,nvfp4.te", "--threads", "1", "--out", suite])
+    with open(os.path.join(suite, "manifest.json")) as f:
+        manifest = json.load(f)
+    flipped = 0
+    for case in manifest["cases"]:
+        if case.get("expect") == "error":  # the kernel's refusal of the input
+            os.makedirs(os.path.join(cand, case["id"]), exist_ok=True)
+            open(os.path.join(cand, case["id"], "error.txt"), "w").close()
+        for entry in case["files"]:
+            if entry["role"] != "output":
+                continue
+            src, dst = os.path.join(suite, entry["path"]), os.path.join(cand, entry["path"])
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(src, "rb") as f:
+                data = bytearray(f.read())
+            if os.path.basename(dst) == "codes.npy" and flipped % 3 == 0:
+                data[-1] ^= 0x11  # the last codes byte: a mismatch in this case
+            flipped += os.path.basename(dst) == "codes.npy"
+            with open(dst, "wb") as f:
+                f.write(data)
+    check_study(args, "verify", lambda out: ["golden", "verify", "--suite", suite, "--candidate", cand,
+                                             "--max-report", "9", "--json", "--junit", out], expect=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("check", choices=["compare", "underflow", "resq", "inspect", "golden", "failure"])
+    ap.add_argument("check", choices=["compare", "underflow", "resq", "inspect", "golden", "verify", "failure"])
     ap.add_argument("--fp4emu", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--dump", required=True)
@@ -148,6 +179,8 @@ def main():
     elif args.check == "golden":
         check_study(args, "golden", lambda out: ["golden", "generate", "--recipe", "mxfp4.ocp,nvfp4.te,hif4.v14",
                                                  "--threads", "1", "--out", out])
+    elif args.check == "verify":
+        check_verify(args)
     elif args.check == "failure":
         check_failure(args)
 

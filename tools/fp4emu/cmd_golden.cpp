@@ -38,7 +38,11 @@ int run_verify(const VerifyArgs& a) {
   if (!a.report.empty() && a.report == a.junit)
     throw InputError(fmt::format("--report and --junit both name '{}'; give two files", a.report));
   html::check_report_path(a.report, {});
-  const golden::VerifyReport r = golden::verify_suite(a.suite, a.candidate, a.options);
+  golden::VerifyOptions options = a.options;
+  const golden::GenerateOptions::Exchange ranks{dist::rank(), dist::size(), dist::gather};
+  if (dist::size() > 1) options.exchange = &ranks;  // an MPI job: the cases shared, rank 0 reports
+  const golden::VerifyReport r = golden::verify_suite(a.suite, a.candidate, options);
+  if (!dist::is_root()) return 0;
   if (!a.junit.empty()) {
     const std::string xml = golden::report_junit(r);
     io::write_file_atomic(a.junit, {reinterpret_cast<const uint8_t*>(xml.data()), xml.size()});

@@ -91,6 +91,11 @@ struct VerifyOptions {
   // Cases (and the suite's digests) in parallel; 0: OpenMP's default. Never
   // changes the report; memory holds one case's arrays per thread.
   int threads = 0;
+  // Several processes verifying one candidate (the CLI's MPI ranks, as for
+  // generate): every rank checks the suite, rank r compares cases r, r + N,
+  // ..., and rank 0 gets the whole report (the same as one process's);
+  // the other ranks get one without cases. Null: this process alone.
+  const GenerateOptions::Exchange* exchange = nullptr;
 };
 
 // One differing value. `block` is the linear block index (row * blocks_per_row
