@@ -5,7 +5,8 @@ problems, ``--group`` completions each (temperature ``--temperature``, a
 seeded generator) from the *rollout* model; the verifiable reward is exact
 match (task.reward); advantages are group-normalised, (r - mean) / (std +
 1e-4) within each prompt's group; the *training* model then takes
-``--epochs`` AdamW steps on the clipped policy loss
+``--epochs`` AdamW steps (``--lr`` 1e-5: at 1e-4 and above the fp32 policy
+drifts down here, docs/analysis.md §8.3) on the clipped policy loss
 -min(rho A, clip(rho, 1 - eps, 1 + eps) A), rho = p_new / p_old per completion
 token (p_old: the training model before the step's updates), averaged over
 the completion tokens.
@@ -250,7 +251,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt (a multiple of 4 with --prompts)")
-    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--epochs", type=int, default=2, help="policy updates per rollout batch")
     ap.add_argument("--clip", type=float, default=0.2)
     ap.add_argument("--temperature", type=float, default=1.0)
