@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "codec-inl.h"
+#include "pack-inl.h"
 #include "fp4emu/quant/hif4_params.hpp"
 #include "hwy/highway.h"
 
@@ -442,33 +443,38 @@ HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_REST
   }
 }
 
-// Writes 64 codes from the group maxima in s.m4; returns the canonical scale word.
+// Writes the block's 64 codes, nibble-packed in `order` (32 bytes at
+// packed), from the group maxima in s.m4; returns the canonical scale word.
 template <Hif4Elements K, Rounding R>
 HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& s, const float* HWY_RESTRICT x,
-                                             uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
+                                             NibbleOrder order, uint8_t* HWY_RESTRICT packed,
+                                             const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
   const hn::RebindToSigned<Hif4ElementTag> di;
   if (HWY_UNLIKELY(!Hif4Scale<K>(rules, s))) {  // hif4.cpp v14_steps: bits and codes 0
-    std::fill(codes, codes + kHif4Block, uint8_t{0});
+    std::fill(packed, packed + kHif4Block / 2, uint8_t{0});
     return kHif4NanScale;
   }
   const bool passthrough = rules.non_finite == NonFinitePolicy::passthrough;
+  hn::Vec<decltype(di)> codes[kHif4Block / hn::MaxLanes(d)];
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
     auto v = hn::LoadU(d, x + i);
     if (passthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
     const auto q = hn::ConvertTo(di, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));
     const auto negative = hn::RebindMask(di, Hif4Negative<K>(rules, s, v, i));
-    StoreCodeBytes(d, hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q), codes + i);
+    codes[i / hn::Lanes(d)] = hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q);
   }
+  PackCodeVectors<kHif4Block>(di, order, codes, packed);
   return s.word;
 }
 
+// `packed`: the block's 32 bytes in the packed row (nibble order `order`).
 template <Hif4Elements K, Rounding R>
-HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x,
-                                      uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
+HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
+                                      uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
   Hif4Steps s;
   if (HWY_LIKELY(!Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)))
-    return Hif4QuantizeNumericBlock<K, R>(rules, s, x, codes, rbits);
+    return Hif4QuantizeNumericBlock<K, R>(rules, s, x, order, packed, rbits);
   // hif4.cpp run_steps: bits and codes of the block with the poisoning lanes as +0, scale 0xFF.
   alignas(64) float cleaned[kHif4Block];
   for (int i = 0; i < kHif4Block; ++i) {
@@ -476,7 +482,7 @@ HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_R
     cleaned[i] = poison ? 0.0f : x[i];
   }
   Hif4GroupMaxima<K>(rules.non_finite, cleaned, s.m4);
-  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, s, cleaned, codes, rbits);
+  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, s, cleaned, order, packed, rbits);
   return (word & ~0xFFu) | kHif4NanScale;
 }
 

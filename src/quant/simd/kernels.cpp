@@ -92,9 +92,12 @@ HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
 // Nibbles are packed per group where the order is position-local (low_first,
 // high_first), per block for split_half; only the blocks that hold values
 // are written.
-template <int kBlock, int kGroup, class GroupFn>
+// kGroupPacks: group() writes its one block's packed bytes itself, straight
+// into the row (codes + the block's offset), in `order`.
+template <int kBlock, int kGroup, bool kGroupPacks = false, class GroupFn>
 HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY_RESTRICT x, int64_t n,
                             uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
+  static_assert(!kGroupPacks || kGroup == kBlock);
   static_assert(kRbitsPad % kGroup == 0);
   constexpr int kBlocks = kGroup / kBlock;
   alignas(64) uint8_t group_codes[kGroup];
@@ -108,14 +111,18 @@ HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY
       std::fill(std::copy_n(in, valid, padded), padded + kGroup, 0.0f);
       in = padded;
     }
-    group(in, group_codes, group_scales, g * kGroup);
     const int64_t first = g * kBlocks;
     const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
-    if (used == kBlocks && order != NibbleOrder::split_half) {
-      PackNibbles<kGroup>(order, group_codes, codes + first * (kBlock / 2));
+    if constexpr (kGroupPacks) {
+      group(in, codes + first * (kBlock / 2), group_scales, g * kGroup);
     } else {
-      for (int b = 0; b < used; ++b)
-        PackNibbles<kBlock>(order, group_codes + b * kBlock, codes + (first + b) * (kBlock / 2));
+      group(in, group_codes, group_scales, g * kGroup);
+      if (used == kBlocks && order != NibbleOrder::split_half) {
+        PackNibbles<kGroup>(order, group_codes, codes + first * (kBlock / 2));
+      } else {
+        for (int b = 0; b < used; ++b)
+          PackNibbles<kBlock>(order, group_codes + b * kBlock, codes + (first + b) * (kBlock / 2));
+      }
     }
     for (int b = 0; b < used; ++b)
       for (int i = 0; i < scale_bytes; ++i)
@@ -336,9 +343,10 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         const ScaleBitOrder order = k.scale_bit_order;
         WithHif4Elements(k.family, [&](auto elements) {
           constexpr Hif4Elements K = decltype(elements)::value;
-          QuantizeRun<kHif4Block, kHif4Block>(
-              k.nibble_order, 4, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
-                const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, c, RbitsAt(k, at));
+          const NibbleOrder nibbles = k.nibble_order;
+          QuantizeRun<kHif4Block, kHif4Block, true>(
+              nibbles, 4, x, n, codes, scales, [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) {
+                const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, nibbles, packed, RbitsAt(k, at));
                 scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
               });
         });

@@ -38,6 +38,46 @@ HWY_INLINE void PackNibbles(NibbleOrder order, const uint8_t* HWY_RESTRICT codes
   }
 }
 
+// A block's codes held in vectors (code_vecs[v] lane l is element
+// v·Lanes + l, an int32 0..15) -> out[0..kBlock/2), with no trip through
+// memory: a byte store of each vector read back wider by PackNibbles stalls
+// store forwarding. Position-local orders pair adjacent lanes as one 64-bit
+// lane (code | next << 32): its low byte, after a shift and an or, is the
+// packed byte; split_half pairs lane l of vector v with that of v + kBlock/2/Lanes.
+template <int kBlock, class DI>
+HWY_INLINE void PackCodeVectors(DI di, NibbleOrder order, const hn::Vec<DI>* HWY_RESTRICT code_vecs,
+                                uint8_t* HWY_RESTRICT out) {
+  constexpr int kHalf = kBlock / 2;
+  const int n = static_cast<int>(hn::Lanes(di));
+  const hn::Rebind<uint8_t, DI> du8;
+#if HWY_TARGET == HWY_SCALAR  // one lane: through bytes
+  (void)n;
+  (void)du8;
+  uint8_t codes[kBlock];
+  for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(hn::GetLane(code_vecs[i]));
+  PackNibbles<kBlock>(order, codes, out);
+#else
+  {
+    if (order == NibbleOrder::split_half) {
+      for (int i = 0; i < kHalf; i += n)
+        hn::StoreU(hn::DemoteTo(du8, hn::Or(code_vecs[i / n], hn::ShiftLeft<4>(code_vecs[(kHalf + i) / n]))), du8,
+                   out + i);
+      return;
+    }
+    const hn::Repartition<uint64_t, DI> d64;
+    for (int i = 0; i < kBlock; i += 2 * n) {
+      hn::Vec<DI> pairs[2];
+      for (int h = 0; h < 2; ++h) {
+        const auto w = hn::BitCast(d64, code_vecs[i / n + h]);
+        pairs[h] = hn::BitCast(di, order == NibbleOrder::low_first ? hn::Or(w, hn::ShiftRight<28>(w))
+                                                                   : hn::Or(hn::ShiftLeft<4>(w), hn::ShiftRight<32>(w)));
+      }
+      hn::StoreU(hn::DemoteTo(du8, hn::ConcatEven(di, pairs[1], pairs[0])), du8, out + i / 2);
+    }
+  }
+#endif
+}
+
 // in[0..kBlock/2) -> codes[0..kBlock).
 template <int kBlock>
 HWY_INLINE void UnpackNibbles(NibbleOrder order, const uint8_t* HWY_RESTRICT in, uint8_t* HWY_RESTRICT codes) {
