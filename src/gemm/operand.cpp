@@ -262,7 +262,7 @@ std::vector<float> to_fp32_rows(const Operand& o, int threads) {
   if (!o.is_packed) return o.dense.values;
   const PackedOperand& p = o.packed;
   std::vector<float> out(p.rows * p.k);
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
   for (int64_t r = 0; r < p.rows; ++r)
     for (int64_t b = 0; b < p.blocks; ++b) {
       // element_fp32, a block at a time

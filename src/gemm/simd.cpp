@@ -325,7 +325,7 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
   L.np = round_up(L.n, cols);
   L.a.assign(L.mp * L.kpad / 2, 0);
   const int64_t a_pairs = static_cast<int64_t>(a.n.size() / 2);
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 1 << 14) num_threads(threads)
   for (int64_t p = 0; p < a_pairs; ++p) L.a[p] = int16_pair(a.n[2 * p], a.n[2 * p + 1]);
   // Padding rows and columns get N = 0 and unit 1, so their lanes stay on
   // the exact-f path and never produce NaN.
