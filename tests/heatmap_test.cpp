@@ -183,7 +183,9 @@ TEST(PicturesCli, ImageFormatWritesPngSvgOrBoth) {
       EXPECT_EQ(std::filesystem::exists(out / (std::string(stem) + ".png")), png) << stem;
       EXPECT_EQ(std::filesystem::exists(out / (std::string(stem) + ".svg")), svg) << stem;
     }
-    if (svg) EXPECT_EQ(slurp(out / "summary_heatmap.svg").substr(0, 5), "<?xml");
+    if (svg) {
+      EXPECT_EQ(slurp(out / "summary_heatmap.svg").substr(0, 5), "<?xml");
+    }
   }
   // Re-running gives the same picture bytes.
   const auto again = dir / "again";

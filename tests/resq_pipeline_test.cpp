@@ -263,9 +263,11 @@ TEST(ResqSynthetic, LlmLikeRobustConclusions) {
     for (const char* p : {"unstructured50", "channel50", "block32x64", "4:8", "2:4"})
       EXPECT_GE(row(r, p).act_qsnr_db() - none, 8.0) << recipe << " " << p;
     // 2. Random 50% is the worst residual.
-    for (const ResqRow& k : r.rows)
-      if (k.pattern.kind != SparsityPattern::Kind::none && k.pattern.name != "random50")
+    for (const ResqRow& k : r.rows) {
+      if (k.pattern.kind != SparsityPattern::Kind::none && k.pattern.name != "random50") {
         EXPECT_LT(row(r, "random50").act_qsnr_db(), k.act_qsnr_db()) << recipe << " " << k.pattern.name;
+      }
+    }
     // 3. 4:8 <= 2:4 <= 1:4 in error.
     EXPECT_LE(row(r, "4:8").act_nmse(), row(r, "2:4").act_nmse()) << recipe;
     EXPECT_LE(row(r, "2:4").act_nmse(), row(r, "1:4").act_nmse()) << recipe;

@@ -106,7 +106,7 @@ TEST(UnderflowCli, BadInputIsExitTwoWithoutOutput) {
   Tensor down0;
   const auto dump = write_dump(dir, &down0);
   const auto out = dir / "none";
-  for (const std::string args :
+  for (const std::string& args :
        {"underflow " + (dir / "missing.safetensors").string() + " --out " + out.string(),
         "underflow " + dump.string() + " --tensor 'nope.*' --out " + out.string(),
         "underflow " + dump.string() + " --format fp8 --out " + out.string(),
@@ -155,14 +155,19 @@ TEST(ResqCli, WritesTablesAndChartsWithWeights) {
   EXPECT_EQ(res["chart"], "resq_nvfp4_te.png");
   EXPECT_EQ(res["pooled"].size(), 5u);
   EXPECT_EQ(res["tensors"].size(), 6u * 5);
-  for (const auto& t : res["tensors"])
-    if (t["tensor"] == "model.layers.0.self_attn.q_proj.input") EXPECT_EQ(t["n"], 48);  // q, k, v stacked
+  for (const auto& t : res["tensors"]) {
+    if (t["tensor"] == "model.layers.0.self_attn.q_proj.input") {
+      EXPECT_EQ(t["n"], 48);  // q, k, v stacked
+    }
+  }
   for (const auto& p : res["pooled"]) {
     if (p["pattern"] == "2:4") {
       EXPECT_NEAR(p["speedup_vs_fp16"].get<double>(), 2.0 / 0.75, 1e-12);
       EXPECT_LT(p["drop_res_mse"].get<double>(), p["drop_prim_mse"].get<double>());
     }
-    if (p["pattern"] == "none") EXPECT_TRUE(p["drop_res_mse"].is_null());
+    if (p["pattern"] == "none") {
+      EXPECT_TRUE(p["drop_res_mse"].is_null());
+    }
   }
   // Synthetic weights when none are given; every default pattern present.
   const auto r2 = run_cli(fmt::format("resq {} --format mxfp4 --n 16 --out {}", dump.string(), (dir / "rq2").string()));
