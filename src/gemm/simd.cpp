@@ -56,8 +56,11 @@ struct IntLayout {
   std::vector<int32_t> b;  // [np/cols][kpad/2][cols]
   std::vector<float> ua;  // mp × blocks
   std::vector<float> ub;  // [np/cols][blocks][cols]
+  // `exact` only: units as unit_m · 2^unit_e (operand.hpp), laid out as ua / ub.
+  std::vector<int32_t> am, ae, bm, be;
   const int32_t* b_pairs(int64_t j0, int64_t p) const { return b.data() + ((j0 / cols) * (kpad / 2) + p) * cols; }
   const float* b_units(int64_t j0, int64_t kb) const { return ub.data() + ((j0 / cols) * blocks + kb) * cols; }
+  int64_t b_block(int64_t j0, int64_t kb) const { return ((j0 / cols) * blocks + kb) * cols; }
 };
 
 }  // namespace fp4emu::gemm_detail
@@ -165,6 +168,7 @@ void DecodeRows(const PackedTensor& p, const ElementTables& t, int64_t r0, int64
 bool HasKernels() { return false; }
 size_t TileCols() { return 1; }
 void BlockDotsTile(const IntLayout&, int64_t, int64_t, int32_t*) {}
+void ExactSumsTile(const IntLayout&, int64_t, int64_t, const int32_t*, int64_t*) {}
 void BlockFp32Tile(const IntLayout&, int64_t, int64_t, float*) {}
 void FmaTile(const float* const*, const float*, int64_t, float*) {}
 #else
@@ -217,6 +221,47 @@ void BlockDotsTile(const IntLayout& op, int64_t i0, int64_t j0, int32_t* dots_ou
     for (int ii = 0; ii < kTileRows; ++ii)
       for (int r = 0; r < kTileVecs; ++r) hn::StoreU(dots[ii][r], d32, out + ii * cols + r * lanes);
   });
+}
+
+// exact, when every output of the tile has its unit exponents within a
+// spread whose terms fit one int64 (simd_packed_gemm checks): block kb adds
+// t·2^(e − base), t = d·m_a·m_b (|t| < 2^24, exact in int32), e = e_a + e_b,
+// base (kTileRows × cols, the output's smallest e) read from `base`; the
+// int64 sums go to sums (kTileRows × cols). combine_dots's int64 branch, in
+// 64-bit lanes over the tile's columns.
+void ExactSumsTile(const IntLayout& op, int64_t i0, int64_t j0, const int32_t* base, int64_t* sums) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::Half<decltype(d32)> dh;
+  const hn::Repartition<int64_t, decltype(d32)> d64;
+  using V64 = hn::Vec<decltype(d64)>;
+  const size_t lanes = hn::Lanes(d32), cols = kTileVecs * lanes, half = hn::Lanes(d64);
+  V64 acc[kTileRows][kTileVecs][2];
+  for (int ii = 0; ii < kTileRows; ++ii)
+    for (int r = 0; r < kTileVecs; ++r) acc[ii][r][0] = acc[ii][r][1] = hn::Zero(d64);
+  const auto zero = hn::Zero(d32), max_shift = hn::Set(d32, 63);
+  ForEachBlockDot(op, i0, j0, [&](int64_t kb, const auto& dots) {
+    const int64_t bb = op.b_block(j0, kb);
+    for (int ii = 0; ii < kTileRows; ++ii) {
+      const int64_t ab = (i0 + ii) * op.blocks + kb;
+      const auto am = hn::Set(d32, op.am[ab]), ae = hn::Set(d32, op.ae[ab]);
+      for (int r = 0; r < kTileVecs; ++r) {
+        const auto t = hn::Mul(dots[ii][r], hn::Mul(am, hn::LoadU(d32, op.bm.data() + bb + r * lanes)));
+        // A zero unit makes t = 0; its exponent, whatever it is, is clamped.
+        auto e = hn::Sub(hn::Add(ae, hn::LoadU(d32, op.be.data() + bb + r * lanes)),
+                         hn::LoadU(d32, base + ii * cols + r * lanes));
+        e = hn::Min(hn::Max(e, zero), max_shift);
+        acc[ii][r][0] = hn::Add(acc[ii][r][0], hn::PromoteTo(d64, hn::LowerHalf(dh, t))
+                                                   << hn::PromoteTo(d64, hn::LowerHalf(dh, e)));
+        acc[ii][r][1] = hn::Add(acc[ii][r][1], hn::PromoteTo(d64, hn::UpperHalf(dh, t))
+                                                   << hn::PromoteTo(d64, hn::UpperHalf(dh, e)));
+      }
+    }
+  });
+  for (int ii = 0; ii < kTileRows; ++ii)
+    for (int r = 0; r < kTileVecs; ++r) {
+      hn::StoreU(acc[ii][r][0], d64, sums + ii * cols + r * lanes);
+      hn::StoreU(acc[ii][r][1], d64, sums + ii * cols + r * lanes + half);
+    }
 }
 
 // block_fp32, one block per step: out[ii][col] = fp32 accumulation over the blocks.
@@ -299,6 +344,7 @@ HWY_EXPORT(DecodeRows);
 HWY_EXPORT(HasKernels);
 HWY_EXPORT(TileCols);
 HWY_EXPORT(BlockDotsTile);
+HWY_EXPORT(ExactSumsTile);
 HWY_EXPORT(BlockFp32Tile);
 HWY_EXPORT(FmaTile);
 HWY_EXPORT(FmaRows);
@@ -333,6 +379,13 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
   L.ub.assign(L.blocks * L.np, 1.0f);
   L.ua.assign(L.mp * L.blocks, 1.0f);
   std::copy(a.unit.begin(), a.unit.end(), L.ua.begin());
+  // Padding rows and columns: unit_m 0, so their terms are 0.
+  L.am.assign(L.mp * L.blocks, 0);
+  L.ae.assign(L.mp * L.blocks, 0);
+  L.bm.assign(L.blocks * L.np, 0);
+  L.be.assign(L.blocks * L.np, 0);
+  std::copy(a.unit_m.begin(), a.unit_m.end(), L.am.begin());
+  std::copy(a.unit_e.begin(), a.unit_e.end(), L.ae.begin());
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
   for (int64_t j = 0; j < L.n; ++j) {
     const int8_t* col = b.n.data() + j * b.kpad;
@@ -341,6 +394,10 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
     for (int64_t p = 0; p < L.kpad / 2; ++p) dst[p * cols] = int16_pair(col[2 * p], col[2 * p + 1]);
     float* units = L.ub.data() + panel * L.blocks * cols + c;
     for (int64_t kb = 0; kb < L.blocks; ++kb) units[kb * cols] = b.unit[b.block_index(j, kb)];
+    for (int64_t kb = 0; kb < L.blocks; ++kb) {
+      L.bm[(panel * L.blocks + kb) * cols + c] = b.unit_m[b.block_index(j, kb)];
+      L.be[(panel * L.blocks + kb) * cols + c] = b.unit_e[b.block_index(j, kb)];
+    }
   }
   return L;
 }
@@ -383,6 +440,12 @@ float exact_zero_sign(float r, const PackedOperand& a, int64_t i, const PackedOp
   return r;
 }
 
+// The largest spread of an output's block exponents for which its terms
+// (|t| < 2^24), shifted to the smallest exponent, sum exactly in one int64.
+int int64_spread_limit(int64_t blocks) {
+  return 62 - 24 - static_cast<int>(std::bit_width(static_cast<uint64_t>(blocks)));
+}
+
 // exact and block_fp32 from one output's block dot products (dots[kb] at
 // stride `stride`), the steps of reference.cpp on whole blocks: block kb
 // contributes t·2^e, t = d·m_a·m_b (|t| < 2^24), e = e_a + e_b.
@@ -400,7 +463,7 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
     // spread is small every term shifted to `base` fits one int64 exactly.
     const int base = fa.emin[i] + fb.emin[j];
     const int spread = fa.emax[i] + fb.emax[j] - base;
-    if (spread <= 62 - 24 - static_cast<int>(std::bit_width(static_cast<uint64_t>(blocks)))) {
+    if (spread <= int64_spread_limit(blocks)) {
       int64_t sum = 0;
       for (int64_t kb = 0; kb < blocks; ++kb) {
         if (am[kb] == 0 || bm[kb] == 0) continue;  // zero unit: no exponent
@@ -436,11 +499,39 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
     std::vector<float> out(kTileRows * cols);
     std::vector<int32_t> dots(fused ? 0 : L.blocks * kTileRows * cols);
     std::vector<Term> terms(L.blocks);
+    std::vector<int32_t> base(model == GemmModel::exact ? kTileRows * cols : 0);
+    std::vector<int64_t> sums(base.size());
     // Column panels outermost: consecutive tiles reuse one panel of B. Tiles
     // are taken as threads free up (a thread that loses its core takes fewer).
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
       const int64_t i0 = (t % row_tiles) * kTileRows, j0 = (t / row_tiles) * cols;
+      if (model == GemmModel::exact) {
+        // Every output of the tile within the int64 spread: its sums in
+        // vector lanes (ExactSumsTile); else combine_dots, one by one.
+        bool lanes = true;
+        for (int ii = 0; ii < kTileRows; ++ii)
+          for (int64_t jj = 0; jj < cols; ++jj) {
+            const int64_t i = i0 + ii, j = j0 + jj;
+            int32_t& b0 = base[ii * cols + jj];
+            b0 = 0;
+            if (i >= L.m || j >= L.n) continue;
+            b0 = fa.emin[i] + fb.emin[j];
+            lanes = lanes && fa.emax[i] + fb.emax[j] - b0 <= int64_spread_limit(L.blocks);
+          }
+        if (lanes) {
+          HWY_DYNAMIC_DISPATCH(ExactSumsTile)(L, i0, j0, base.data(), sums.data());
+          for (int ii = 0; ii < kTileRows && i0 + ii < L.m; ++ii)
+            for (int64_t jj = 0; jj < cols && j0 + jj < L.n; ++jj) {
+              const int64_t i = i0 + ii, j = j0 + jj;
+              c[i * L.n + j] = fa.nan[i] || fb.nan[j] ? NAN
+                                                      : exact_zero_sign(round_scaled_to_fp32(sums[ii * cols + jj],
+                                                                                             base[ii * cols + jj]),
+                                                                        a, i, b, j);
+            }
+          continue;
+        }
+      }
       if (fused) HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data());
       else HWY_DYNAMIC_DISPATCH(BlockDotsTile)(L, i0, j0, dots.data());
       for (int ii = 0; ii < kTileRows && i0 + ii < L.m; ++ii)
