@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Notebook{"sr_bias.ipynb",
                                {"sr_bias.json", "sr_bias_tensors.csv", "sr_bias_accumulation.csv", "sr_bias.png"}},
                       Notebook{"tiny_llm.ipynb",
-                               {"rollout_table.png", "rollout_scatter.png", "rollout_layers.png", "tiny_llm_live.json"}}),
+                               {"rollout_table.png", "rollout_scatter.png", "rollout_layers.png", "tiny_llm_live.json",
+                                "tiny_llm_fp4_pretrain_live.json"}}),
     [](const ::testing::TestParamInfo<Notebook>& info) {
       std::string n = info.param.name;
       return n.substr(0, n.find('.'));
