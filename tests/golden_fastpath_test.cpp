@@ -17,6 +17,7 @@
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/scale_layout.hpp"
+#include "golden_case_util.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu::golden {
@@ -101,20 +102,8 @@ void run_gemm_case(const json& c, const fs::path& out) {
 void run_case(const json& c, const fs::path& out) {
   const std::string id = c["id"];
   if (c["family"] == "gemm") return run_gemm_case(c, out);
-  const io::Array in = io::read_npy(kSuite / id / "input.npy");
-  Tensor x;
-  x.shape = in.shape;
-  x.data = io::to_f32(in);
-  QuantOptions o;
-  o.recipe = c["recipe"].get<std::string>();
-  o.axis = c["options"]["axis"];
-  o.tail = parse_tail(c["options"]["tail"].get<std::string>());
-  o.nibble_order = parse_nibble_order(c["options"]["nibble_order"].get<std::string>());
-  if (!c["options"]["scale_bit_order"].is_null())
-    o.scale_bit_order = parse_scale_bit_order(c["options"]["scale_bit_order"].get<std::string>());
-  if (!c["options"]["global_amax"].is_null())
-    o.global_amax = std::strtof(c["options"]["global_amax"].get<std::string>().c_str(), nullptr);
-  o.input_dtype = c["input_dtype"] == "bf16" ? InputDType::bf16 : InputDType::f32;
+  const Tensor x = testing::read_case_input(kSuite / id);
+  QuantOptions o = testing::case_options(c);
   o.impl = Impl::fast;
   o.threads = 1;  // small tensors; OpenMP spinning on a loaded machine costs more than it gives
   // A stochastic case's kernel reads its random bytes, as a hardware kernel
@@ -186,14 +175,8 @@ TEST(GoldenFastPath, PhiloxKeysRegenerateTheStochasticCases) {
     if (!c.contains("stochastic") || !c["stochastic"].contains("rng")) continue;
     const std::string id = c["id"];
     const json& k = c["stochastic"];
-    const io::Array in_arr = io::read_npy(kSuite / id / "input.npy");
-    Tensor x;
-    x.shape = in_arr.shape;
-    x.data = io::to_f32(in_arr);
-    QuantOptions o;
-    o.recipe = c["recipe"].get<std::string>();
-    o.axis = c["options"]["axis"];
-    o.tail = TailPolicy::pad;
+    const Tensor x = testing::read_case_input(kSuite / id);
+    QuantOptions o = testing::case_options(c);
     o.rounding = Rounding::stochastic;
     o.stochastic.seed = k["seed"].get<uint64_t>();
     o.stochastic.offset = k["offset"].get<uint64_t>();

@@ -24,6 +24,7 @@
 #include "fp4emu/io/npy.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/recipe.hpp"
+#include "golden_case_util.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu::golden {
@@ -866,16 +867,8 @@ TEST(GoldenVerifyWhy, TieRoundedAwayIsClassified) {
 // of rbits.npy, or as `rounding` says; writes its outputs into `cand`.
 void run_stochastic_case(const json& c, const fs::path& cand, Rounding rounding, std::optional<RbitsMap> map = {}) {
   const std::string id = c["id"];
-  const io::Array in = io::read_npy(suite_dir() / id / "input.npy");
-  Tensor x;
-  x.shape = in.shape;
-  x.data = io::to_f32(in);
-  QuantOptions o;
-  o.recipe = c["recipe"].get<std::string>();
-  o.axis = c["options"]["axis"];
-  o.tail = TailPolicy::pad;
-  if (!c["options"]["global_amax"].is_null())
-    o.global_amax = std::strtof(c["options"]["global_amax"].get<std::string>().c_str(), nullptr);
+  const Tensor x = testing::read_case_input(suite_dir() / id);
+  QuantOptions o = testing::case_options(c);
   o.impl = Impl::reference;
   o.rounding = rounding;
   const std::vector<uint8_t> rbits = io::read_npy(suite_dir() / id / "rbits.npy").bytes;
