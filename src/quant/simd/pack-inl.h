@@ -47,7 +47,7 @@ HWY_INLINE void PackNibbles(NibbleOrder order, const uint8_t* HWY_RESTRICT codes
 template <int kBlock, class DI>
 HWY_INLINE void PackCodeVectors(DI di, NibbleOrder order, const hn::Vec<DI>* HWY_RESTRICT code_vecs,
                                 uint8_t* HWY_RESTRICT out) {
-  constexpr int kHalf = kBlock / 2;
+  [[maybe_unused]] constexpr int kHalf = kBlock / 2;  // unused by the scalar target
   const int n = static_cast<int>(hn::Lanes(di));
   const hn::Rebind<uint8_t, DI> du8;
 #if HWY_TARGET == HWY_SCALAR  // one lane: through bytes
