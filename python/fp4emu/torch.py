@@ -20,7 +20,6 @@ import fnmatch
 import json
 import os
 import tempfile
-import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -222,6 +221,16 @@ def quantize_linear_inputs(model: nn.Module, recipe: str, modules: str = "*.mlp.
     return [n for n, _ in selected]
 
 
+def _call(model, inputs) -> None:
+    """Runs ``model`` on ``inputs``: keyword arguments (a dict), positional ones (a tuple or list) or one tensor."""
+    if isinstance(inputs, dict):
+        model(**inputs)
+    elif isinstance(inputs, (tuple, list)):
+        model(*inputs)
+    else:
+        model(inputs)
+
+
 def capture_inputs(model: nn.Module, inputs: Any, modules: str = "*") -> dict:
     """Run ``model(inputs)`` without gradients and return {module name: its input, tokens x features, float32}.
 
@@ -243,12 +252,7 @@ def capture_inputs(model: nn.Module, inputs: Any, modules: str = "*") -> dict:
     handles = [m.register_forward_pre_hook(hook(n)) for n, m in selected]
     try:
         with torch.no_grad():
-            if isinstance(inputs, dict):
-                model(**inputs)
-            elif isinstance(inputs, (tuple, list)):
-                model(*inputs)
-            else:
-                model(inputs)
+            _call(model, inputs)
     finally:
         for h in handles:
             h.remove()
@@ -468,12 +472,7 @@ def dump_activations(model: nn.Module, inputs: Any, path: "str | os.PathLike", m
     final_tmp = None
     try:
         with torch.no_grad():
-            if isinstance(inputs, dict):
-                model(**inputs)
-            elif isinstance(inputs, (tuple, list)):
-                model(*inputs)
-            else:
-                model(inputs)
+            _call(model, inputs)
         data.flush()
         header = {"__metadata__": {"source": "fp4emu.torch.dump_activations", "modules": modules}}
         for name, st, shape, b, e in entries:

@@ -27,7 +27,6 @@ The same seeds, sizes and thread count give the same numbers, whatever ``--jobs`
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -42,7 +41,7 @@ from . import task
 from .fp4_linear import FORMATS, SHORT, Precision, padded_batch, precisions
 from .generate import exact_match, token_logprobs
 from .model import ModelConfig, TinyQwen, num_parameters
-from .pretrain import Progress, lr_at, setup_torch
+from .pretrain import Progress, lr_at, setup_torch, train_step, write_results
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 
@@ -76,17 +75,8 @@ def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, 
     losses = []
     t0 = time.monotonic()
     for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
         prompts, answers = zip(*task.make_split("train", batch, seed * 1_000_003 + step))
-        tokens, mask = padded_batch(prompts, answers)
-        model.train()
-        loss = -(token_logprobs(model, tokens) * mask).sum() / mask.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss))
+        losses.append(train_step(model, opt, lr_at(step, steps, lr, warmup), *padded_batch(prompts, answers)))
     seconds = time.monotonic() - t0
     model.eval()
     em = exact_match(model, task.make_split("test", eval_n, 777)) if eval_n else float("nan")
@@ -256,15 +246,9 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     runs, rows = run(a.seeds, a.steps, a.batch, a.lr, a.warmup, a.threads, a.eval_n, a.tail, cfg, a.formats,
                      not a.no_progress, a.jobs, a.loss_n)
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     meta = {"args": vars(a), "config": json.loads(cfg.to_json()), "parameters": num_parameters(TinyQwen(cfg)),
             "seconds": time.monotonic() - t0, "load_avg_at_end": os.getloadavg()}
-    (out / "fp4_pretrain.json").write_text(json.dumps({**meta, "summary": rows, "runs": runs}, indent=1) + "\n")
-    with open(out / "fp4_pretrain.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    out = write_results(a.out, "fp4_pretrain", {**meta, "summary": rows, "runs": runs}, rows)
     plot(runs, rows, out / "fp4_pretrain.png", max(1, a.steps // 20))
     print(f"{meta['parameters']} parameters, {len(runs)} runs of {a.steps} steps in {meta['seconds']:.0f} s")
     for r in rows:

@@ -67,6 +67,32 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def write_results(out: str | pathlib.Path, stem: str, payload: dict, rows: list[dict]) -> pathlib.Path:
+    """Writes ``payload`` to <stem>.json and ``rows`` (dicts with the same keys) to <stem>.csv in ``out``."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n")
+    with open(out / f"{stem}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, lr: float, tokens: torch.Tensor,
+               mask: torch.Tensor) -> float:
+    """One AdamW step at learning rate ``lr`` on the answer cross-entropy of a batch; returns the loss."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    model.train()
+    loss = -(token_logprobs(model, tokens) * mask).sum() / mask.sum()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return float(loss)
+
+
 def per_op_exact_match(model: torch.nn.Module, split: list[tuple[str, str]]) -> dict[str, float]:
     res = {"all": exact_match(model, split)}
     for op in task.OPS:
@@ -86,23 +112,15 @@ def pretrain(cfg: ModelConfig, steps: int, batch: int, lr: float, seed: int, thr
     bar = Progress(steps, "pretrain", progress)
     t0 = time.monotonic()
     for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
         prompts, answers = zip(*task.make_split("train", batch, seed * 1_000_003 + step))
-        tokens, mask = batch_tokens(prompts, answers)
-        model.train()
-        loss = -(token_logprobs(model, tokens) * mask).sum() / mask.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        log["loss"].append(float(loss))
+        loss = train_step(model, opt, lr_at(step, steps, lr, warmup), *batch_tokens(prompts, answers))
+        log["loss"].append(loss)
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             model.eval()
             em = exact_match(model, evalset)
             log["eval"].append({"step": step + 1, "exact_match": em, "seconds": time.monotonic() - t0})
         last = log["eval"][-1]["exact_match"] if log["eval"] else float("nan")
-        bar.update(step + 1, f"loss {float(loss):.3f} em {last:.3f}")
+        bar.update(step + 1, f"loss {loss:.3f} em {last:.3f}")
     log["train_seconds"] = time.monotonic() - t0
     model.eval()
     return model, log

@@ -34,9 +34,7 @@ reads data/tiny_llm/model.safetensors and writes rl.{json,csv,png} to
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import json
 import os
 import pathlib
 import statistics
@@ -53,7 +51,7 @@ from .fp4_linear import SEQ_LEN, SHORT
 from .generate import exact_match, token_logprobs
 from .model import load
 from .fp4_pretrain_study import map_runs
-from .pretrain import setup_torch
+from .pretrain import setup_torch, write_results
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 CHECKPOINT = ROOT / "data" / "tiny_llm" / "model.safetensors"
@@ -280,14 +278,8 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     runs, rows = run(a.checkpoint, a.seeds, a.steps, a.prompts, a.group, a.lr, a.epochs, a.clip, a.temperature,
                      a.threads, a.eval_every, a.eval_n, a.formats, a.settings, not a.no_progress, a.train_sr, a.jobs)
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     meta = {"args": vars(a), "seconds": time.monotonic() - t0, "load_avg_at_end": os.getloadavg()}
-    (out / "rl.json").write_text(json.dumps({**meta, "summary": rows, "runs": runs}, indent=1) + "\n")
-    with open(out / "rl.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    out = write_results(a.out, "rl", {**meta, "summary": rows, "runs": runs}, rows)
     plot(runs, rows, out / "rl.png", max(1, a.steps // 10))
     print(f"{len(runs)} runs of {a.steps} steps in {meta['seconds']:.0f} s")
     for r in rows:
