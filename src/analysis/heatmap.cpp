@@ -425,7 +425,10 @@ Size draw_heatmap(const HeatmapFigure& f, const Scale& s, Painter& pt) {
         const double v = p.values[size_t(r) * p.cols + c];
         const Rgb colour = cell_colour(s, v);
         const double x0 = left + double(c) * cell_w, y0 = y + double(r) * cell_h;
-        pt.rect(x0, y0, cell_w, cell_h, colour);
+        // Each cell reaches one unit into the next cell, drawn later: in SVG,
+        // abutting rectangles leave anti-aliased seams that read as a grid; the
+        // PNG's pixels are the same either way.
+        pt.rect(x0, y0, cell_w + (c + 1 < p.cols), cell_h + (r + 1 < p.rows), colour);
         // The value itself where it fits: the colour alone is hard to read.
         if (std::isfinite(v) && cell_h >= kValueSize + 6) {
           const std::string l = fmt::format("{:.{}f}", v, decimals);
@@ -465,7 +468,8 @@ Size draw_heatmap(const HeatmapFigure& f, const Scale& s, Painter& pt) {
   const double bar_x = plots_right + 24, bar_w = 16;
   const double bar_h = std::max(80.0, bar_bottom - bar_top);
   y = std::max(y, bar_top + bar_h + 10);
-  for (int j = 0; j < int(bar_h); ++j) pt.rect(bar_x, bar_top + j, bar_w, 1, viridis(1.0 - j / (bar_h - 1)));
+  for (int j = 0; j < int(bar_h); ++j)  // overlapping rows, as the cells above
+    pt.rect(bar_x, bar_top + j, bar_w, j + 1 < int(bar_h) ? 2 : 1, viridis(1.0 - j / (bar_h - 1)));
   pt.frame(bar_x, bar_top, bar_w, int(bar_h), kBlack);
   double tick_w = 0;
   for (double v : s.ticks) {
