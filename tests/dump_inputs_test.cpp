@@ -323,7 +323,12 @@ TEST(StudyDefinitions, NoneHasNoDropFields) {
 // ---- the double GEMM of resq ----------------------------------------------------
 
 TEST(GemmF64, EveryTargetAndThreadCountGivesTheScalarBits) {
-  for (auto [m, d, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 300, 7}, {9, 513, 37}, {16, 64, 64}}) {
+  struct Shape {
+    int64_t m, d, n;
+  };
+  // Named members, not a structured binding: clang 14 cannot capture those in the lambda below.
+  for (const Shape& shape : {Shape{1, 1, 1}, Shape{5, 300, 7}, Shape{9, 513, 37}, Shape{16, 64, 64}}) {
+    const int64_t m = shape.m, d = shape.d, n = shape.n;
     std::vector<double> a(size_t(m * d)), b(size_t(n * d));
     std::mt19937_64 rng(m * 1000 + d);
     std::normal_distribution<double> g;
