@@ -41,7 +41,7 @@ from . import task
 from .fp4_linear import FORMATS, SHORT, Precision, padded_batch, precisions
 from .generate import exact_match, token_logprobs
 from .model import ModelConfig, TinyQwen, num_parameters
-from .pretrain import Progress, lr_at, setup_torch, train_step, write_results
+from .pretrain import Progress, lr_at, model_config, setup_torch, train_step, write_results
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 
@@ -237,12 +237,7 @@ def main(argv=None) -> int:
     bad = [f for f in a.formats if f not in SHORT]
     if bad:
         ap.error(f"--formats {bad}: use some of {list(SHORT)}")
-    try:
-        cfg = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=a.hidden, intermediate_size=a.intermediate,
-                          num_layers=a.layers, num_heads=a.heads, num_kv_heads=a.kv_heads)
-        cfg.check()
-    except ValueError as e:
-        ap.error(str(e))
+    cfg = model_config(ap, a)
     t0 = time.monotonic()
     runs, rows = run(a.seeds, a.steps, a.batch, a.lr, a.warmup, a.threads, a.eval_n, a.tail, cfg, a.formats,
                      not a.no_progress, a.jobs, a.loss_n)

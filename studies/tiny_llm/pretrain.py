@@ -67,6 +67,18 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def model_config(ap: argparse.ArgumentParser, a: argparse.Namespace) -> ModelConfig:
+    """The model of the --hidden, --intermediate, --layers, --heads and --kv-heads options; a bad one is a usage
+    error."""
+    try:
+        cfg = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=a.hidden, intermediate_size=a.intermediate,
+                          num_layers=a.layers, num_heads=a.heads, num_kv_heads=a.kv_heads)
+        cfg.check()
+    except ValueError as e:
+        ap.error(str(e))
+    return cfg
+
+
 def write_results(out: str | pathlib.Path, stem: str, payload: dict, rows: list[dict]) -> pathlib.Path:
     """Writes ``payload`` to <stem>.json and ``rows`` (dicts with the same keys) to <stem>.csv in ``out``."""
     out = pathlib.Path(out)
@@ -177,12 +189,7 @@ def main(argv=None) -> int:
     for name in ("steps", "batch", "threads", "eval_every", "eval_n", "final_n"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
-    try:
-        cfg = ModelConfig(vocab_size=len(task.VOCAB), hidden_size=a.hidden, intermediate_size=a.intermediate,
-                          num_layers=a.layers, num_heads=a.heads, num_kv_heads=a.kv_heads)
-        cfg.check()
-    except ValueError as e:
-        ap.error(str(e))
+    cfg = model_config(ap, a)
     model, log = pretrain(cfg, a.steps, a.batch, a.lr, a.seed, a.threads, a.eval_every, a.eval_n, a.warmup,
                           not a.no_progress)
     t = time.monotonic()
