@@ -23,16 +23,34 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-TEST(CliThreads, CompareAndInspectGiveTheSameReportForAnyThreadCount) {
-  testing::TempDir dir;
+// Bad counts are refused with exit 2 and a message naming --threads.
+void expect_bad_counts_refused(const std::string& command) {
+  for (const char* bad : {"-1", "1025", "two"}) {
+    const auto r = testing::run_cli(fmt::format("{} --threads {}", command, bad));
+    EXPECT_EQ(r.exit_code, 2) << command << " --threads " << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+  }
+}
+
+// A dump of `layers` down-projection inputs of rows x cols, wave-shaped over
+// several binades (`freq` and `binades` vary the values between tests).
+std::filesystem::path write_dump(const testing::TempDir& dir, int layers, int64_t rows, int64_t cols, double freq,
+                                 int binades) {
   std::vector<io::SafetensorsTensor> ts;
-  for (int l = 0; l < 5; ++l) {
-    std::vector<float> x(16 * 256);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.37 * double(i) + l) * std::ldexp(1.0, int(i % 9) - 4));
-    ts.push_back({fmt::format("model.layers.{}.mlp.down_proj.input", l), io::from_f32({16, 256}, x)});
+  for (int l = 0; l < layers; ++l) {
+    std::vector<float> x(size_t(rows * cols));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(std::sin(freq * double(i) + l) * std::ldexp(1.0, int(i % binades) - binades / 2));
+    ts.push_back({fmt::format("model.layers.{}.mlp.down_proj.input", l), io::from_f32({rows, cols}, x)});
   }
   const auto dump = dir / "d.safetensors";
   io::write_safetensors(dump, ts, {});
+  return dump;
+}
+
+TEST(CliThreads, CompareAndInspectGiveTheSameReportForAnyThreadCount) {
+  testing::TempDir dir;
+  const auto dump = write_dump(dir, 5, 16, 256, 0.37, 9);
   for (const char* cmd : {"compare", "inspect"}) {
     std::string first;
     for (int threads : {1, 2, 3, 0}) {
@@ -43,20 +61,7 @@ TEST(CliThreads, CompareAndInspectGiveTheSameReportForAnyThreadCount) {
       if (first.empty()) first = slurp(json);
       else EXPECT_EQ(slurp(json), first) << cmd << " --threads " << threads;
     }
-    for (const char* bad : {"-1", "1025", "two"}) {
-      const auto r = testing::run_cli(fmt::format("{} {} --threads {}", cmd, dump.string(), bad));
-      EXPECT_EQ(r.exit_code, 2) << cmd << " --threads " << bad << "\n" << r.output;
-      EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
-    }
-  }
-}
-
-// Bad counts are refused with exit 2 and a message naming --threads.
-void expect_bad_counts_refused(const std::string& command) {
-  for (const char* bad : {"-1", "1025", "two"}) {
-    const auto r = testing::run_cli(fmt::format("{} --threads {}", command, bad));
-    EXPECT_EQ(r.exit_code, 2) << command << " --threads " << bad << "\n" << r.output;
-    EXPECT_NE(r.output.find("--threads"), std::string::npos) << r.output;
+    expect_bad_counts_refused(fmt::format("{} {}", cmd, dump.string()));
   }
 }
 
@@ -65,14 +70,7 @@ void expect_bad_counts_refused(const std::string& command) {
 // the report is the same bytes for any thread count, as with f64.
 TEST(CliThreads, ResqGivesTheSameReportForAnyThreadCount) {
   testing::TempDir dir;
-  std::vector<io::SafetensorsTensor> ts;
-  for (int l = 0; l < 2; ++l) {
-    std::vector<float> x(96 * 512);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.61 * double(i) + l) * std::ldexp(1.0, int(i % 7) - 3));
-    ts.push_back({fmt::format("model.layers.{}.mlp.down_proj.input", l), io::from_f32({96, 512}, x)});
-  }
-  const auto dump = dir / "d.safetensors";
-  io::write_safetensors(dump, ts, {});
+  const auto dump = write_dump(dir, 2, 96, 512, 0.61, 7);
   for (const char* gemm : {"fast", "f64"}) {
     std::string first;
     for (int threads : {1, 2, 3, 0}) {
