@@ -98,5 +98,47 @@ TEST(DistributedJob, AloneWithoutLauncher) {
   EXPECT_EQ(got, (std::vector<int>{0, 10, 20}));
 }
 
+TEST(DistributedRows, PiecesOfWholeTileRowsAboveTheThresholdOnly) {
+  // 100 rows of 64 bytes (6400 bytes) above 1000 bytes: 1000 / 64 = 15 rows fit, rounded up to one tile of 16.
+  const std::vector<RowShape> shapes = {{100, 64, true}, {100, 64, false}, {10, 64, true}, {7, 4096, true}};
+  const RowPlan plan = plan_rows(shapes, 1000);
+  ASSERT_EQ(plan.first.size(), shapes.size() + 1);
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (const Piece& p : plan.of(0)) rows.emplace_back(p.row_begin, p.row_end);
+  // The last piece ragged: 100 is not a multiple of 16.
+  EXPECT_EQ(rows, (std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {16, 32}, {32, 48}, {48, 64}, {64, 80},
+                                                            {80, 96}, {96, 100}}));
+  EXPECT_EQ(plan.of(0).back().bytes, 4u * 64u);
+  EXPECT_TRUE(plan.split(0));
+  EXPECT_FALSE(plan.split(1));  // not splittable
+  EXPECT_FALSE(plan.split(2));  // 640 bytes: under the threshold
+  EXPECT_FALSE(plan.split(3));  // 7 rows of 4 KiB: fewer rows than a tile
+  EXPECT_TRUE(plan.of(1)[0].whole(shapes[1]));
+  // Larger than the threshold by rows that fit it: pieces of as many whole tiles as fit.
+  const RowPlan wide = plan_rows(shapes, 64 * 40);
+  EXPECT_EQ(wide.of(0).size(), 4u);  // 32, 32, 32, 4 rows
+  EXPECT_EQ(wide.of(0)[1].row_begin, 32);
+  // Under the threshold: one piece each, whatever their size.
+  const RowPlan none = plan_rows(shapes, 1 << 20);
+  EXPECT_EQ(none.pieces.size(), shapes.size());
+  uint64_t total = 0;
+  for (uint64_t c : none.costs()) total += c;
+  EXPECT_EQ(total, 6400u + 6400u + 640u + 7u * 4096u);
+}
+
+TEST(DistributedJob, AloneTheSharedResultsAreTheResults) {
+  const std::vector<uint64_t> costs = {1, 2};
+  const std::vector<int> got = shared_items<int>(
+      costs,
+      [](const std::vector<size_t>& items) {
+        std::vector<int> out;
+        for (size_t i : items) out.push_back(int(i) + 5);
+        return out;
+      },
+      [](Writer&, const int&) { FAIL() << "no encoding when alone"; }, [](Reader&, int&) { FAIL(); });
+  EXPECT_EQ(got, (std::vector<int>{5, 6}));
+  EXPECT_EQ(broadcast("abc"), "abc");
+}
+
 }  // namespace
 }  // namespace fp4emu::cli::dist

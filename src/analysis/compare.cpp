@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "fp4emu/codec/minifloat.hpp"
+#include "fp4emu/error.hpp"
+#include "fp4emu/quant/reference.hpp"
 
 namespace fp4emu {
 
@@ -94,27 +96,62 @@ double bits_per_element(const Recipe& recipe, const std::vector<int64_t>& shape,
 }
 
 RecipeResult compare_recipe(const TensorRef& x, InputDType dtype, const Recipe& recipe,
-                            const CompareOptions& options) {
+                            const CompareOptions& options, const TensorPiece* piece) {
   RecipeResult r;
   r.recipe = &recipe;
-  r.bits_per_element = bits_per_element(recipe, x.shape, options.axis);
-  r.skipped = default_tail_refusal(recipe, x.shape, options);
+  const std::vector<int64_t>& shape = piece ? piece->shape : x.shape;
+  const int64_t first = piece ? piece->first_element : 0;
+  r.bits_per_element = bits_per_element(recipe, shape, options.axis);
+  r.skipped = default_tail_refusal(recipe, shape, options);
   if (!r.skipped.empty()) return r;
   if (recipe.bf16_input_only && dtype != InputDType::bf16) {
     for (size_t i = 0; i < x.data.size(); ++i) {
       if (!is_bf16_exact(x.data[i])) {
-        r.skipped = fmt::format("defined on bf16 inputs; element {} = {:.9g} is not a bf16 value", i,
-                                x.data[i]);
+        r.skipped = fmt::format("defined on bf16 inputs; element {} = {:.9g} is not a bf16 value",
+                                int64_t(i) + first, x.data[i]);
         return r;
       }
     }
   }
   QuantOptions o = options_for(recipe, options, dtype);
+  if (piece && recipe.format == Format::nvfp4) o.global_amax = piece->global_amax;
   const Tensor q = fake_quant(x, o);
   r.stats = error_stats(x.data, q.data);
   if (!recipe.fake_quant_only) {
     o.nibble_order = NibbleOrder::low_first;
     r.stats.saturated = count_saturated(x, q.data, quantize(x, o));
+  }
+  return r;
+}
+
+std::optional<float> piece_amax(const Recipe& recipe, std::span<const float> x) {
+  if (recipe.format != Format::nvfp4) return std::nullopt;
+  return reference::nvfp4_global_amax(recipe, x);
+}
+
+bool usable_global_amax(const Recipe& recipe, float amax) {
+  // The quantizer's own check (resolve_options), not a copy of it.
+  QuantOptions o;
+  o.recipe = std::string(recipe.id);
+  o.global_amax = amax;
+  try {
+    (void)resolve_options(o, {1, block_size(recipe.format)});
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
+}
+
+RecipeResult merge_pieces(std::span<const RecipeResult> pieces) {
+  if (pieces.empty()) throw std::invalid_argument("merge_pieces: no pieces");
+  RecipeResult r = pieces[0];
+  for (size_t k = 1; k < pieces.size() && r.skipped.empty(); ++k) {
+    if (!pieces[k].skipped.empty()) {
+      r.skipped = pieces[k].skipped;
+      r.stats = {};
+    } else {
+      r.stats.merge(pieces[k].stats);
+    }
   }
   return r;
 }

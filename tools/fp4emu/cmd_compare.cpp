@@ -42,6 +42,7 @@ struct Args {
   std::string report_out;
   std::string progress = "auto";
   int threads = 0;
+  uint64_t split_above = dist::kDefaultSplitAbove;
 };
 
 // ---- recipe selection --------------------------------------------------------
@@ -106,11 +107,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 // ---- per tensor ----------------------------------------------------------------
-
-struct TensorRows {
-  const io::TensorSet::Entry* entry;
-  std::vector<RecipeResult> results;
-};
 
 InputDType input_dtype(io::DType d) {
   return d == io::DType::bf16 ? InputDType::bf16 : d == io::DType::f16 ? InputDType::f16 : InputDType::f32;
@@ -256,29 +252,190 @@ ordered_json input_json(const io::TensorSet& set, const std::vector<std::string>
           {"aliases", aliases}};
 }
 
-// Every selected tensor under every recipe, spread over the ranks of an MPI
-// job (all here when alone): on rank 0, in tensor order, whatever the ranks.
-std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::TensorSet& set,
-                                                       const std::vector<size_t>& selected,
-                                                       const std::vector<io::DType>& dtypes,
-                                                       const std::vector<const Recipe*>& recipes,
-                                                       const CompareOptions& options) {
-  using Results = std::vector<RecipeResult>;
+// ---- the steps of `run` ------------------------------------------------------
+
+// The flags checked and resolved, before any input is read.
+struct Setup {
+  std::vector<const Recipe*> recipes;
+  CompareOptions options;
+};
+
+Setup resolve_flags(const Args& a) {
+  check_progress_mode(a.progress);
+  Setup s;
+  s.recipes = selected_recipes(a);
+  s.options.axis = a.axis;
+  s.options.threads = a.threads;
+  if (!a.tail.empty()) {
+    s.options.tail = parse_tail(a.tail);
+    if (!s.options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
+  }
+  s.options.rounding = parse_round_flag(a.round);
+  apply_sr_flags(a.sr, s.options.rounding, s.options.stochastic);
+  if (!a.json_out.empty() && a.json_out == a.csv_out)
+    throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
+  for (const std::string* other : {&a.json_out, &a.csv_out})
+    if (!a.report_out.empty() && a.report_out == *other)
+      throw InputError(fmt::format("--report and --{} both name '{}'; give two files",
+                                   other == &a.json_out ? "json" : "csv", a.report_out));
+  return s;
+}
+
+// The tensors to compare: selected, checked from their headers, duplicates
+// reported once (docs/analysis.md "Inputs").
+struct Selection {
+  std::vector<size_t> tensors;  // indices into the set, duplicates left out
+  std::vector<io::DType> dtypes;
+  std::vector<std::string> aliases;
+  int64_t elements = 0;
+};
+
+Selection select_inputs(const Args& a, const Setup& setup, const io::TensorSet& set) {
+  check_output(a.json_out, "--json", set);
+  check_output(a.csv_out, "--csv", set);
+  html::check_report_path(a.report_out, set.files());
+  const std::vector<size_t> chosen = io::select_tensors(set, a.tensors);
+  if (chosen.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", set.label()));
+  for (size_t i : chosen) check_tensor(set, i, a, setup.recipes, setup.options);
+  const io::Deduplicated dedup = io::deduplicate(set, chosen);
+  Selection sel;
+  sel.tensors = dedup.kept;
+  for (const auto& [dup, kept] : dedup.aliases)
+    sel.aliases.push_back(set.tensors()[dup].info.name + " = " + set.tensors()[kept].info.name);
+  for (size_t i : sel.tensors) {
+    sel.dtypes.push_back(check_tensor(set, i, a, setup.recipes, setup.options));
+    sel.elements += static_cast<int64_t>(set.tensors()[i].info.nbytes / io::dtype_size(sel.dtypes.back()));
+  }
+  return sel;
+}
+
+void print_intro(const Args& a, const io::TensorSet& set, const Selection& sel) {
+  fmt::print("{}: {} of {} tensor{}{}, {} elements; blocks along axis {}; tail: {}\n", set.label(),
+             sel.tensors.size(), set.tensors().size(), set.tensors().size() == 1 ? "" : "s",
+             sel.aliases.empty()
+                 ? ""
+                 : fmt::format(" ({} duplicate(s) reported once under the first name)", sel.aliases.size()),
+             sel.elements, a.axis, a.tail.empty() ? "each recipe's default" : a.tail);
+  std::fflush(stdout);
+}
+
+// The row geometry of each selected tensor for dist::plan_rows: split only
+// with blocks along the last axis (a row then holds whole blocks) and without
+// stochastic rounding (its random bits follow the element index).
+std::vector<dist::RowShape> row_shapes(const Args& a, const Setup& setup, const io::TensorSet& set,
+                                       const Selection& sel) {
+  std::vector<dist::RowShape> shapes;
+  for (size_t s = 0; s < sel.tensors.size(); ++s) {
+    const std::vector<int64_t>& shape = set.tensors()[sel.tensors[s]].info.shape;
+    const int rank = static_cast<int>(shape.size());
+    const bool last = a.axis == -1 || a.axis == rank - 1;
+    dist::RowShape r;
+    r.rows = 1;
+    for (int d = 0; d + 1 < rank; ++d) r.rows *= shape[size_t(d)];
+    r.row_bytes = uint64_t(shape.back()) * io::dtype_size(sel.dtypes[s]);
+    r.splittable = rank >= 2 && last && setup.options.rounding != Rounding::stochastic;
+    shapes.push_back(r);
+  }
+  return shapes;
+}
+
+// Rows [p.row_begin, p.row_end) of a selected tensor, widened to fp32, as a
+// matrix; the whole tensor in its own shape when the piece is all of it.
+Tensor load_piece(const io::TensorSet& set, const Selection& sel, const dist::RowShape& shape, const dist::Piece& p) {
+  const size_t index = sel.tensors[p.tensor];
+  if (p.whole(shape)) return load(set, index, sel.dtypes[p.tensor]);
+  const io::TensorInfo& t = set.tensors()[index].info;
+  Tensor x;
+  x.shape = {p.row_end - p.row_begin, t.shape.back()};
+  x.data.resize(size_t(x.shape[0] * x.shape[1]));
+  const io::TensorBytes bytes = set.bytes(index);
+  io::widen_to_f32(sel.dtypes[p.tensor], bytes.bytes().subspan(size_t(p.row_begin) * shape.row_bytes, p.bytes), x.data,
+                   fmt::format("{}: tensor '{}'", set.file_of(index).string(), t.name));
+  return x;
+}
+
+// NVFP4's per-tensor amax of every split tensor, per recipe (the first phase
+// of a split tensor, dist::plan_rows step 2): each piece's amax, shared with
+// every rank and reduced in piece order. A tensor whose amax the quantizer
+// would refuse (NaN, Inf) is re-planned whole; `plan` changes then.
+std::vector<std::vector<std::optional<float>>> tensor_amaxes(const Args& a, const io::TensorSet& set,
+                                                             const Setup& setup, const Selection& sel,
+                                                             std::vector<dist::RowShape>& shapes,
+                                                             dist::RowPlan& plan) {
+  using Amaxes = std::vector<std::optional<float>>;  // per recipe
+  std::vector<Amaxes> out(sel.tensors.size(), Amaxes(setup.recipes.size()));
+  bool nvfp4 = false;
+  for (const Recipe* r : setup.recipes) nvfp4 = nvfp4 || r->format == Format::nvfp4;
+  std::vector<size_t> needed;  // pieces of split tensors
+  for (size_t k = 0; k < plan.pieces.size(); ++k)
+    if (nvfp4 && plan.split(plan.pieces[k].tensor)) needed.push_back(k);
+  if (needed.empty()) return out;
   std::vector<uint64_t> costs;
-  for (size_t i : selected) costs.push_back(set.tensors()[i].info.nbytes);
+  for (size_t k : needed) costs.push_back(plan.pieces[k].bytes);
+  auto study = [&](const std::vector<size_t>& items) {
+    std::vector<Amaxes> res;
+    for (size_t i : items) {
+      const dist::Piece& p = plan.pieces[needed[i]];
+      const Tensor x = load_piece(set, sel, shapes[p.tensor], p);
+      Amaxes& a = res.emplace_back();
+      for (const Recipe* r : setup.recipes) a.push_back(piece_amax(*r, x.data));
+    }
+    return res;
+  };
+  auto encode = [](dist::Writer& w, const Amaxes& a) { w.put(a); };
+  auto decode = [](dist::Reader& r, Amaxes& a) { r.get(a); };
+  const std::vector<Amaxes> pieces = dist::shared_items<Amaxes>(costs, study, encode, decode);
+  bool replan = false;
+  for (size_t t = 0; t < sel.tensors.size(); ++t) {
+    if (!plan.split(t)) continue;
+    for (size_t r = 0; r < setup.recipes.size(); ++r) {
+      if (setup.recipes[r]->format != Format::nvfp4) continue;
+      std::vector<float> values;
+      for (size_t i = 0; i < needed.size(); ++i)
+        if (plan.pieces[needed[i]].tensor == t) values.push_back(*pieces[i][r]);
+      const float g = *piece_amax(*setup.recipes[r], values);
+      out[t][r] = g;
+      if (!usable_global_amax(*setup.recipes[r], g)) shapes[t].splittable = false, replan = true;
+    }
+  }
+  if (replan) plan = dist::plan_rows(shapes, a.split_above);
+  return out;
+}
+
+// Every selected tensor under every recipe, spread over the ranks of an MPI
+// job (all here when alone), tensors above --split-rows-above as row pieces:
+// on rank 0, in tensor order, whatever the ranks.
+std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::TensorSet& set, const Setup& setup,
+                                                       const Selection& sel) {
+  using Results = std::vector<RecipeResult>;
+  const std::vector<const Recipe*>& recipes = setup.recipes;
+  std::vector<dist::RowShape> shapes = row_shapes(a, setup, set, sel);
+  dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
+  const auto amaxes = tensor_amaxes(a, set, setup, sel, shapes, plan);
+  const std::vector<uint64_t> costs = plan.costs();
   auto study = [&](const std::vector<size_t>& items) {
     double total = 0, done = 0;
-    for (size_t s : items) total += static_cast<double>(costs[s] * recipes.size());
+    for (size_t k : items) total += static_cast<double>(costs[k] * recipes.size());
     Progress progress("compare", a.progress, total);
     std::vector<Results> out;
-    for (size_t s : items) {
-      const std::string& name = set.tensors()[selected[s]].info.name;
+    for (size_t k : items) {
+      const dist::Piece& p = plan.pieces[k];
+      const std::string& name = set.tensors()[sel.tensors[p.tensor]].info.name;
       progress.update(done, name);
-      const Tensor x = load(set, selected[s], dtypes[s]);
+      const Tensor x = load_piece(set, sel, shapes[p.tensor], p);
+      const InputDType dtype = input_dtype(sel.dtypes[p.tensor]);
       Results& res = out.emplace_back();
-      for (const Recipe* r : recipes) {
-        res.push_back(compare_recipe(x, input_dtype(dtypes[s]), *r, options));
-        done += static_cast<double>(costs[s]);
+      for (size_t r = 0; r < recipes.size(); ++r) {
+        if (plan.split(p.tensor)) {
+          CompareOptions o = setup.options;
+          o.axis = -1;  // the piece is a matrix; its rows end on the tensor's last axis
+          const TensorPiece piece{set.tensors()[sel.tensors[p.tensor]].info.shape,
+                                  p.row_begin * (x.shape.back()), amaxes[p.tensor][r]};
+          res.push_back(compare_recipe(x, dtype, *recipes[r], o, &piece));
+        } else {
+          res.push_back(compare_recipe(x, dtype, *recipes[r], setup.options));
+        }
+        done += static_cast<double>(costs[k]);
         progress.update(done, name);
       }
     }
@@ -294,70 +451,33 @@ std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::
       rd.get(res[k].skipped), rd.get(res[k].stats), rd.get(res[k].bits_per_element);
     }
   };
-  return dist::map_items<Results>(costs, study, encode, decode);
+  const std::vector<Results> pieces = dist::map_items<Results>(costs, study, encode, decode);
+  // Each tensor's pieces merged in row order (on rank 0; elsewhere the slots are empty).
+  std::vector<Results> out(sel.tensors.size());
+  if (!dist::is_root()) return out;
+  for (size_t t = 0; t < sel.tensors.size(); ++t) {
+    for (size_t r = 0; r < recipes.size(); ++r) {
+      std::vector<RecipeResult> parts;
+      for (size_t k = plan.first[t]; k < plan.first[t + 1]; ++k) parts.push_back(pieces[k][r]);
+      out[t].push_back(merge_pieces(parts));
+    }
+  }
+  return out;
 }
 
-int run(const Args& a) {
-  check_progress_mode(a.progress);
-  const std::vector<const Recipe*> recipes = selected_recipes(a);
-  CompareOptions options;
-  options.axis = a.axis;
-  options.threads = a.threads;
-  if (!a.tail.empty()) {
-    options.tail = parse_tail(a.tail);
-    if (!options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
-  }
-  options.rounding = parse_round_flag(a.round);
-  apply_sr_flags(a.sr, options.rounding, options.stochastic);
-  if (!a.json_out.empty() && a.json_out == a.csv_out)
-    throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
-  for (const std::string* other : {&a.json_out, &a.csv_out})
-    if (!a.report_out.empty() && a.report_out == *other)
-      throw InputError(fmt::format("--report and --{} both name '{}'; give two files",
-                                   other == &a.json_out ? "json" : "csv", a.report_out));
-
-  const io::TensorSet set(a.inputs);
-  check_output(a.json_out, "--json", set);
-  check_output(a.csv_out, "--csv", set);
-  html::check_report_path(a.report_out, set.files());
-  const std::vector<size_t> chosen = io::select_tensors(set, a.tensors);
-  if (chosen.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", set.label()));
-  for (size_t i : chosen) check_tensor(set, i, a, recipes, options);
-  const io::Deduplicated dedup = io::deduplicate(set, chosen);
-  const std::vector<size_t>& selected = dedup.kept;
-  std::vector<std::string> aliases;
-  for (const auto& [dup, kept] : dedup.aliases)
-    aliases.push_back(set.tensors()[dup].info.name + " = " + set.tensors()[kept].info.name);
-  std::vector<io::DType> dtypes;
-  int64_t total_elements = 0;
-  for (size_t i : selected) {
-    const io::TensorInfo& t = set.tensors()[i].info;
-    dtypes.push_back(check_tensor(set, i, a, recipes, options));
-    const int64_t n = static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes.back()));
-    total_elements += n;
-  }
-
-  fmt::print("{}: {} of {} tensor{}{}, {} elements; blocks along axis {}; tail: {}\n", set.label(), selected.size(),
-             set.tensors().size(), set.tensors().size() == 1 ? "" : "s",
-             aliases.empty() ? "" : fmt::format(" ({} duplicate(s) reported once under the first name)", aliases.size()),
-             total_elements, a.axis, a.tail.empty() ? "each recipe's default" : a.tail);
-  std::fflush(stdout);
-
-  const std::vector<std::vector<RecipeResult>> results =
-      compare_tensors(a, set, selected, dtypes, recipes, options);
-  if (!dist::is_root()) return 0;  // rank 0 prints and writes the reports
-  std::vector<TensorRows> rows;
-  std::vector<PooledResult> pooled(recipes.size());
-  for (size_t r = 0; r < recipes.size(); ++r) pooled[r].recipe = recipes[r];
-  for (size_t s = 0; s < selected.size(); ++s) {
-    const io::TensorSet::Entry& entry = set.tensors()[selected[s]];
-    const io::TensorInfo& t = entry.info;
-    TensorRows tr{&entry, results[s]};
-    for (size_t r = 0; r < recipes.size(); ++r)
-      pooled[r].add(tr.results[r], static_cast<int64_t>(t.nbytes / io::dtype_size(dtypes[s])));
+// Prints each tensor's table (and its NaN/Inf warning) and pools the results
+// over tensors, in tensor order.
+std::vector<PooledResult> print_tensors(const io::TensorSet& set, const Setup& setup, const Selection& sel,
+                                        const std::vector<std::vector<RecipeResult>>& results) {
+  std::vector<PooledResult> pooled(setup.recipes.size());
+  for (size_t r = 0; r < setup.recipes.size(); ++r) pooled[r].recipe = setup.recipes[r];
+  for (size_t s = 0; s < sel.tensors.size(); ++s) {
+    const io::TensorInfo& t = set.tensors()[sel.tensors[s]].info;
+    for (size_t r = 0; r < setup.recipes.size(); ++r)
+      pooled[r].add(results[s][r], static_cast<int64_t>(t.nbytes / io::dtype_size(sel.dtypes[s])));
     fmt::print("\n{}  {} {}\n", t.name, io::dtype_name(t.dtype), shape_text(t.shape));
     print_header_row("QSNR dB", 8);
-    for (const RecipeResult& res : tr.results) {
+    for (const RecipeResult& res : results[s]) {
       if (!res.skipped.empty()) {
         fmt::print("  {:<18} skipped: {}\n", res.recipe->id, res.skipped);
       } else {
@@ -365,21 +485,23 @@ int run(const Args& a) {
       }
     }
     std::fflush(stdout);
-    for (const RecipeResult& res : tr.results) {
+    for (const RecipeResult& res : results[s]) {
       const ErrorStats& st = res.stats;
       if (res.skipped.empty() && st.nan_in + st.inf_in > 0) {
         fmt::print(stderr,
                    "fp4emu: warning: '{}': tensor '{}' holds {} NaN and {} Inf values; they are counted under "
                    "NaN/Inf and left out of every other metric\n",
-                   set.file_of(selected[s]).string(), t.name, st.nan_in, st.inf_in);
+                   set.file_of(sel.tensors[s]).string(), t.name, st.nan_in, st.inf_in);
         break;
       }
     }
-    rows.push_back(std::move(tr));
   }
+  return pooled;
+}
 
-  if (selected.size() > 1) {
-    fmt::print("\npooled over {} tensors (ratio of sums; QSNR dB [mean of the per-tensor dB])\n", selected.size());
+void print_pooled(const Selection& sel, const std::vector<PooledResult>& pooled) {
+  if (sel.tensors.size() > 1) {
+    fmt::print("\npooled over {} tensors (ratio of sums; QSNR dB [mean of the per-tensor dB])\n", sel.tensors.size());
     print_header_row("QSNR dB [mean]", 15);
     for (const PooledResult& p : pooled) {
       if (p.tensors == 0) {
@@ -394,72 +516,98 @@ int run(const Args& a) {
       "quantized to 0;\nzeros = outputs equal to 0; saturated = inputs clipped to the largest code of their block; "
       "NaN/Inf = non-finite inputs and outputs;\nbias (SE) = mean of Q(x) - x over the valid pairs (its standard "
       "error, docs/analysis.md §5.1).\n");
+}
 
+ordered_json report_json(const Args& a, const io::TensorSet& set, const Setup& setup, const Selection& sel,
+                         const std::vector<std::vector<RecipeResult>>& results,
+                         const std::vector<PooledResult>& pooled) {
+  ordered_json j;
+  j["tool"] = "fp4emu compare";
+  j["version"] = kVersion;
+  j["input"] = input_json(set, sel.aliases);
+  j["options"] = {{"tensor", a.tensors},
+                  {"axis", a.axis},
+                  {"tail", a.tail.empty() ? "recipe default" : a.tail},
+                  {"bf16_bits", a.bf16_bits},
+                  {"rounding", rounding_json(setup.options.rounding, setup.options.stochastic)}};
+  ordered_json rj = ordered_json::array();
+  for (const Recipe* r : setup.recipes)
+    rj.push_back({{"id", r->id}, {"format", format_name(r->format)}, {"block", block_size(r->format)},
+                  {"spec", r->spec_ref},
+                  {"rounding", to_string(setup.options.rounding.value_or(r->element_rounding))}});
+  j["recipes"] = rj;
+  ordered_json tj = ordered_json::array();
+  for (size_t s = 0; s < sel.tensors.size(); ++s) {
+    const io::TensorSet::Entry& entry = set.tensors()[sel.tensors[s]];
+    ordered_json rows = ordered_json::array();
+    for (const RecipeResult& res : results[s]) {
+      ordered_json e = {{"recipe", res.recipe->id}, {"format", format_name(res.recipe->format)}};
+      if (!res.skipped.empty()) {
+        e["skipped"] = res.skipped;
+      } else {
+        e.update(metrics_json(res.stats, res.bits_per_element));
+      }
+      rows.push_back(e);
+    }
+    tj.push_back({{"name", entry.info.name},
+                  {"file", set.files()[entry.file].string()},
+                  {"dtype", io::dtype_name(entry.info.dtype)},
+                  {"shape", entry.info.shape},
+                  {"results", rows}});
+  }
+  j["tensors"] = tj;
+  ordered_json pj = ordered_json::array();
+  for (const PooledResult& p : pooled) {
+    ordered_json e = {{"recipe", p.recipe->id}, {"format", format_name(p.recipe->format)}, {"tensors", p.tensors}};
+    if (p.tensors > 0) {
+      e.update(metrics_json(p.stats, p.bits_per_element()));
+      e["mean_qsnr_db"] = json_number(p.mean_qsnr_db());
+    }
+    pj.push_back(e);
+  }
+  j["pooled"] = pj;
+  return j;
+}
+
+std::string report_csv(const io::TensorSet& set, const Setup& setup, const Selection& sel,
+                       const std::vector<std::vector<RecipeResult>>& results,
+                       const std::vector<PooledResult>& pooled) {
+  std::string csv = kCsvHeader;
+  const double nan = std::nan("");
+  for (size_t s = 0; s < sel.tensors.size(); ++s) {
+    const io::TensorSet::Entry& entry = set.tensors()[sel.tensors[s]];
+    const io::TensorInfo& info = entry.info;
+    for (const RecipeResult& res : results[s])
+      csv += csv_row("tensor", set.files()[entry.file].string(), info.name, std::string(io::dtype_name(info.dtype)),
+                     fmt::format("{}", fmt::join(info.shape, "x")), *res.recipe, res.skipped, res.stats, nan,
+                     res.bits_per_element, setup.options);
+  }
+  for (const PooledResult& p : pooled)
+    csv += csv_row("pooled", set.label(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
+                   p.stats, p.mean_qsnr_db(), p.bits_per_element(), setup.options);
+  return csv;
+}
+
+void write_reports(const Args& a, const io::TensorSet& set, const Setup& setup, const Selection& sel,
+                   const std::vector<std::vector<RecipeResult>>& results, const std::vector<PooledResult>& pooled) {
   if (!a.json_out.empty() || !a.report_out.empty()) {
-    ordered_json j;
-    j["tool"] = "fp4emu compare";
-    j["version"] = kVersion;
-    j["input"] = input_json(set, aliases);
-    j["options"] = {{"tensor", a.tensors},
-                    {"axis", a.axis},
-                    {"tail", a.tail.empty() ? "recipe default" : a.tail},
-                    {"bf16_bits", a.bf16_bits},
-                    {"rounding", rounding_json(options.rounding, options.stochastic)}};
-    ordered_json rj = ordered_json::array();
-    for (const Recipe* r : recipes)
-      rj.push_back({{"id", r->id}, {"format", format_name(r->format)}, {"block", block_size(r->format)},
-                    {"spec", r->spec_ref},
-                    {"rounding", to_string(options.rounding.value_or(r->element_rounding))}});
-    j["recipes"] = rj;
-    ordered_json tj = ordered_json::array();
-    for (const TensorRows& tr : rows) {
-      ordered_json results = ordered_json::array();
-      for (const RecipeResult& res : tr.results) {
-        ordered_json e = {{"recipe", res.recipe->id}, {"format", format_name(res.recipe->format)}};
-        if (!res.skipped.empty()) {
-          e["skipped"] = res.skipped;
-        } else {
-          e.update(metrics_json(res.stats, res.bits_per_element));
-        }
-        results.push_back(e);
-      }
-      tj.push_back({{"name", tr.entry->info.name},
-                    {"file", set.files()[tr.entry->file].string()},
-                    {"dtype", io::dtype_name(tr.entry->info.dtype)},
-                    {"shape", tr.entry->info.shape},
-                    {"results", results}});
-    }
-    j["tensors"] = tj;
-    ordered_json pj = ordered_json::array();
-    for (const PooledResult& p : pooled) {
-      ordered_json e = {{"recipe", p.recipe->id}, {"format", format_name(p.recipe->format)}, {"tensors", p.tensors}};
-      if (p.tensors > 0) {
-        e.update(metrics_json(p.stats, p.bits_per_element()));
-        e["mean_qsnr_db"] = json_number(p.mean_qsnr_db());
-      }
-      pj.push_back(e);
-    }
-    j["pooled"] = pj;
+    const ordered_json j = report_json(a, set, setup, sel, results, pooled);
     if (!a.json_out.empty()) write_text(a.json_out, j.dump(2) + "\n");
     if (!a.report_out.empty()) html::write_page(a.report_out, html::compare_page(j));
   }
-  if (!a.csv_out.empty()) {
-    std::string csv = kCsvHeader;
-    for (const TensorRows& tr : rows) {
-      for (const RecipeResult& res : tr.results) {
-        const double nan = std::nan("");
-        const io::TensorInfo& info = tr.entry->info;
-        csv += csv_row("tensor", set.files()[tr.entry->file].string(), info.name,
-                       std::string(io::dtype_name(info.dtype)), fmt::format("{}", fmt::join(info.shape, "x")),
-                       *res.recipe, res.skipped, res.stats, nan, res.bits_per_element, options);
-      }
-    }
-    for (const PooledResult& p : pooled) {
-      csv += csv_row("pooled", set.label(), "", "", "", *p.recipe, p.tensors == 0 ? "skipped on every tensor" : "",
-                     p.stats, p.mean_qsnr_db(), p.bits_per_element(), options);
-    }
-    write_text(a.csv_out, csv);
-  }
+  if (!a.csv_out.empty()) write_text(a.csv_out, report_csv(set, setup, sel, results, pooled));
+}
+
+int run(const Args& a) {
+  const Setup setup = resolve_flags(a);
+  const io::TensorSet set(a.inputs);
+  const Selection sel = select_inputs(a, setup, set);
+  print_intro(a, set, sel);
+  const std::vector<std::vector<RecipeResult>> results = compare_tensors(a, set, setup, sel);
+  if (!dist::is_root()) return 0;  // rank 0 prints and writes the reports
+  const std::vector<PooledResult> pooled = print_tensors(set, setup, sel, results);
+  print_pooled(sel, pooled);
+  write_reports(a, set, setup, sel, results, pooled);
   return 0;
 }
 
@@ -492,6 +640,7 @@ void add_compare(CLI::App& app, Action& action) {
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
   add_threads_option(cmd, args->threads, "Threads of the fast quantizers inside each tensor; results do not depend on it");
+  add_split_rows_option(cmd, args->split_above);
   cmd->footer(
       "Example: fp4emu compare data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "
       "--format mxfp4,nvfp4 --csv down.csv\n"

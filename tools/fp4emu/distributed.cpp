@@ -168,6 +168,47 @@ std::vector<size_t> mine(std::span<const int> owners) {
   return items;
 }
 
+std::vector<uint64_t> RowPlan::costs() const {
+  std::vector<uint64_t> c;
+  for (const Piece& p : pieces) c.push_back(p.bytes);
+  return c;
+}
+
+RowPlan plan_rows(std::span<const RowShape> tensors, uint64_t split_above) {
+  RowPlan plan;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const RowShape& s = tensors[t];
+    plan.first.push_back(plan.pieces.size());
+    const uint64_t bytes = uint64_t(s.rows) * s.row_bytes;
+    int64_t step = s.rows;  // one piece
+    if (s.splittable && bytes > split_above && s.row_bytes > 0) {
+      const int64_t fit = int64_t(std::min<uint64_t>(split_above / s.row_bytes, uint64_t(s.rows)));
+      step = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
+    }
+    for (int64_t r = 0; r < s.rows; r += step) {
+      const int64_t end = std::min(s.rows, r + step);
+      plan.pieces.push_back({t, r, end, uint64_t(end - r) * s.row_bytes});
+    }
+    if (s.rows == 0) plan.pieces.push_back({t, 0, 0, 0});
+  }
+  plan.first.push_back(plan.pieces.size());
+  return plan;
+}
+
+std::string broadcast(std::string payload) {
+#ifdef FP4EMU_HAVE_MPI
+  if (g_size > 1) {
+    checkpoint(nullptr);
+    uint64_t n = payload.size();
+    check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    payload.resize(n);
+    for (uint64_t at = 0; at < n; at += kPiece)
+      check(MPI_Bcast(payload.data() + at, int(std::min(kPiece, n - at)), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+#endif
+  return payload;
+}
+
 std::vector<std::string> gather(std::string payload) {
   std::vector<std::string> parts;
 #ifdef FP4EMU_HAVE_MPI

@@ -65,6 +65,59 @@ std::vector<int> assign(std::span<const uint64_t> costs, int ranks);
 // The items of `owners` that this rank handles, in increasing order.
 std::vector<size_t> mine(std::span<const int> owners);
 
+// ---- row ranges of large tensors ---------------------------------------------------
+// A tensor of more than `split_above` bytes (--split-rows-above) is studied as
+// row ranges, "pieces", each an item of its own for assign(). The boundaries
+// depend on the tensor's shape and the threshold only (never on N or
+// --threads), and the single process runs the same pieces, so a command that
+// follows the rules below writes the same bytes for any N. A row is a slice
+// along the tensor's first axes (every axis but the block axis, which must be
+// the last); pieces are whole multiples of kRowMultiple rows (NVFP4's 16x16
+// tiles never straddle two pieces), the last one ragged.
+//
+// How a command uses it (cmd_compare.cpp is the worked example):
+//  1. plan_rows() over the selected tensors: their rows, bytes per row, and
+//     whether the command can split them (e.g. not under stochastic
+//     rounding, whose random bits follow the element index).
+//  2. Per-tensor quantities that need the whole tensor first (NVFP4's
+//     per-tensor amax): each piece's value from shared_items(), which gives
+//     every piece's result to every rank, reduced per tensor in piece order
+//     by an exact, order-free rule (max); then every piece is quantized with
+//     the tensor's value. A value that cannot be passed on (the quantizer
+//     refuses it) is a reason to re-plan that tensor whole: every rank sees
+//     the same values, so every rank re-plans alike.
+//  3. map_items(plan.costs()) studies the pieces; rank 0 gets them in piece
+//     order and merges each tensor's pieces (plan.of(t)) in that order: sums
+//     by merging the per-piece sums in piece order, counts and maxima
+//     exactly, order statistics (medians, percentiles, top-k) from the
+//     per-row or per-block values each piece sends, concatenated.
+inline constexpr int64_t kRowMultiple = 16;
+inline constexpr uint64_t kDefaultSplitAbove = uint64_t{256} << 20;
+
+struct RowShape {
+  int64_t rows = 1;         // slices along the leading axes
+  uint64_t row_bytes = 0;   // bytes of one row as stored
+  bool splittable = false;  // false: one piece, whatever its size
+};
+struct Piece {
+  size_t tensor = 0;
+  int64_t row_begin = 0, row_end = 0;  // rows [row_begin, row_end)
+  uint64_t bytes = 0;
+  bool whole(const RowShape& t) const { return row_begin == 0 && row_end == t.rows; }
+};
+struct RowPlan {
+  std::vector<Piece> pieces;  // by tensor, then by row
+  std::vector<size_t> first;  // tensor t's pieces: [first[t], first[t + 1])
+  std::span<const Piece> of(size_t t) const {
+    return std::span<const Piece>(pieces).subspan(first[t], first[t + 1] - first[t]);
+  }
+  bool split(size_t t) const { return first[t + 1] - first[t] > 1; }
+  std::vector<uint64_t> costs() const;
+};
+// Pieces of at most max(split_above, kRowMultiple rows) bytes for every
+// splittable tensor above `split_above` bytes, one piece for every other.
+RowPlan plan_rows(std::span<const RowShape> tensors, uint64_t split_above);
+
 // ---- encoding results --------------------------------------------------------------
 // io::ByteWriter / io::ByteReader (src/io/byte_stream.hpp) carry results
 // between ranks; every rank runs the same binary on the same kind of machine.
@@ -75,6 +128,9 @@ using Reader = io::ByteReader;
 // Every rank's payload on rank 0, in rank order; an empty vector elsewhere.
 // A checkpoint first (JobFailed on every rank when one has failed).
 std::vector<std::string> gather(std::string payload);
+
+// Rank 0's payload on every rank (a checkpoint first).
+std::string broadcast(std::string payload);
 
 // The items' results, computed where `assign(costs)` puts them, on rank 0 in
 // item order (other ranks: default-constructed slots). `study(items)`
@@ -112,6 +168,24 @@ std::vector<R> map_items(std::span<const uint64_t> costs,
       decode(r, all[i]);
     }
   }
+  return all;
+}
+
+// map_items with the results on every rank: for the first phase of a split
+// tensor (step 2 above), whose per-piece values every rank needs.
+template <class R>
+std::vector<R> shared_items(std::span<const uint64_t> costs,
+                            const std::function<std::vector<R>(const std::vector<size_t>&)>& study,
+                            const std::function<void(Writer&, const R&)>& encode,
+                            const std::function<void(Reader&, R&)>& decode) {
+  std::vector<R> all = map_items<R>(costs, study, encode, decode);
+  if (size() == 1) return all;
+  Writer w;
+  if (is_root())
+    for (const R& r : all) encode(w, r);
+  const std::string bytes = broadcast(w.take());
+  Reader r(bytes);
+  for (R& item : all) decode(r, item);
   return all;
 }
 

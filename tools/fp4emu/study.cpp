@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "fp4emu/error.hpp"
@@ -44,6 +46,17 @@ void add_study_flags(CLI::App* cmd, StudyFlags& f) {
                   "never")
       ->default_val("auto");
   add_image_format_option(cmd, f.image_format);
+}
+
+void add_split_rows_option(CLI::App* cmd, uint64_t& split_above) {
+  split_above = dist::kDefaultSplitAbove;
+  cmd->add_option("--split-rows-above", split_above,
+                  "Study a tensor larger than this (bytes as stored; KiB, MiB, GiB suffixes) as row ranges, shared "
+                  "among MPI ranks like whole tensors; a split tensor's sums are merged range by range (its last "
+                  "digits may differ from a whole-tensor run), the same for any number of ranks (default: 256MiB; "
+                  "docs/analysis.md §1.6)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
 }
 
 const char* const kRbitsManyTensors =

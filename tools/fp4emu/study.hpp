@@ -35,6 +35,10 @@ CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs);
 // --threads, --progress and --image-format.
 void add_study_flags(CLI::App* cmd, StudyFlags& flags);
 
+// --split-rows-above BYTES (suffixes KiB, MiB, GiB; default 256 MiB): tensors
+// larger than that are studied as row ranges (distributed.hpp "row ranges").
+void add_split_rows_option(CLI::App* cmd, uint64_t& split_above);
+
 // Why --rbits is refused by the commands that quantize many tensors: one
 // array of bits cannot fit them all.
 extern const char* const kRbitsManyTensors;

@@ -43,11 +43,35 @@ struct RecipeResult {
 void check_compare(const std::vector<int64_t>& shape, std::span<const Recipe* const> recipes,
                    const CompareOptions& options);
 
+// A row range of a larger tensor (blocks along its last axis), studied on
+// its own (docs/analysis.md §1.6): its results merged in row order with the
+// other ranges' (merge_pieces) count what the whole tensor's do, and every
+// element is quantized to the same bits as in the whole tensor.
+struct TensorPiece {
+  std::vector<int64_t> shape;          // the whole tensor's
+  int64_t first_element = 0;           // index of the piece's first element in it
+  std::optional<float> global_amax;    // NVFP4: the whole tensor's (piece_amax over every piece)
+};
+
 // Runs fake_quant(x) with `recipe` and measures it (error_stats), with the
 // saturation count from the recipe's codes (count_saturated) when it has a
-// packed form. x is read in place; `dtype` says what its fp32 values came from.
+// packed form. x is read in place; `dtype` says what its fp32 values came
+// from. With `piece`, x is that row range of a larger tensor.
 RecipeResult compare_recipe(const TensorRef& x, InputDType dtype, const Recipe& recipe,
-                            const CompareOptions& options);
+                            const CompareOptions& options, const TensorPiece* piece = nullptr);
+
+// The per-tensor amax an NVFP4 recipe takes over `x` (its NaN rule); nullopt
+// for recipes without one. Over the values of every piece's piece_amax, in
+// any order, it is the whole tensor's (a max, NaN by the same rule).
+std::optional<float> piece_amax(const Recipe& recipe, std::span<const float> x);
+// Whether the quantizer takes `amax` as a given per-tensor amax (finite, and
+// 2688/amax finite); a tensor whose amax it refuses is studied whole.
+bool usable_global_amax(const Recipe& recipe, float amax);
+
+// The results of a tensor's pieces, merged in row order: the first skip
+// message (the whole tensor's first offending element), else the sums of
+// every piece in that order.
+RecipeResult merge_pieces(std::span<const RecipeResult> pieces);
 
 // Valid pairs (finite x and Q(x)) whose element code in `packed` (a
 // quantize() of x with nibble_order low_first) is the element format's
