@@ -79,10 +79,27 @@ def model_config(ap: argparse.ArgumentParser, a: argparse.Namespace) -> ModelCon
     return cfg
 
 
+def portable_args(args: dict) -> dict:
+    """``args`` with every absolute path made relative to the repository, or left out when it lies outside
+    (a scratch ``--out`` in /tmp): a committed results JSON then reads the same on every clone."""
+    res = {}
+    for k, v in args.items():
+        if isinstance(v, str) and os.path.isabs(v):
+            p = pathlib.Path(v).resolve()
+            if not p.is_relative_to(ROOT.resolve()):
+                continue
+            v = str(p.relative_to(ROOT.resolve()))
+        res[k] = v
+    return res
+
+
 def write_results(out: str | pathlib.Path, stem: str, payload: dict, rows: list[dict]) -> pathlib.Path:
-    """Writes ``payload`` to <stem>.json and ``rows`` (dicts with the same keys) to <stem>.csv in ``out``."""
+    """Writes ``payload`` to <stem>.json and ``rows`` (dicts with the same keys) to <stem>.csv in ``out``;
+    the paths in ``payload["args"]`` as :func:`portable_args` records them."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if "args" in payload:
+        payload = {**payload, "args": portable_args(payload["args"])}
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n")
     with open(out / f"{stem}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -194,7 +211,7 @@ def main(argv=None) -> int:
                           not a.no_progress)
     t = time.monotonic()
     final = per_op_exact_match(model, task.make_split("test", a.final_n, 12345))
-    log.update(args=vars(a), config=json.loads(cfg.to_json()), parameters=num_parameters(model),
+    log.update(args=portable_args(vars(a)), config=json.loads(cfg.to_json()), parameters=num_parameters(model),
                final_exact_match=final, final_eval_seconds=time.monotonic() - t, load_avg=os.getloadavg())
     save(model, a.checkpoint)
     out = pathlib.Path(a.out)

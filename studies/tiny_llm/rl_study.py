@@ -136,7 +136,7 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
 
 def train_run(ckpt, s: Setting, seed: int, steps: int, prompts: int, group: int, lr: float, epochs: int,
               clip: float, temperature: float, threads: int, eval_every: int, eval_n: int,
-              train_sr: bool = False) -> dict:
+              train_sr: bool = False, warmup: int = 0) -> dict:
     setup_torch(seed, threads)
     policy, rollout = build_models(ckpt, s, seed, threads, train_sr)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -160,6 +160,8 @@ def train_run(ckpt, s: Setting, seed: int, steps: int, prompts: int, group: int,
         adv = group_advantages(rewards, group)
         log["seconds"]["rollout"] += time.monotonic() - t
         t = time.monotonic()
+        for g in opt.param_groups:  # linear warm-up, then constant
+            g["lr"] = lr * min(1.0, (step + 1) / max(1, warmup))
         policy.train()
         with torch.no_grad():
             logp_old = token_logprobs(policy, tokens)
@@ -233,11 +235,11 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
 
 
 def run(ckpt, seeds, steps, prompts, group, lr, epochs, clip, temperature, threads, eval_every, eval_n,
-        formats=("hif4.v14", "mxfp4.ocp"), names=None, progress=True, train_sr=False, jobs=1):
+        formats=("hif4.v14", "mxfp4.ocp"), names=None, progress=True, train_sr=False, jobs=1, warmup=0):
     """Every setting x seed, in ``jobs`` processes; returns the runs and the summary rows."""
     sets = [s for s in settings(formats) if names is None or s.name in names]
     todo = [(str(ckpt), s, seed, steps, prompts, group, lr, epochs, clip, temperature, threads, eval_every, eval_n,
-             train_sr) for seed in seeds for s in sets]
+             train_sr, warmup) for seed in seeds for s in sets]
     runs = map_runs(train_run, todo, jobs, "rl (runs)", progress)
     return runs, summarize(runs)
 
@@ -250,6 +252,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt (a multiple of 4 with --prompts)")
     ap.add_argument("--lr", type=float, default=1e-5)
+    ap.add_argument("--warmup", type=int, default=0, help="steps of linear learning-rate warm-up")
     ap.add_argument("--epochs", type=int, default=2, help="policy updates per rollout batch")
     ap.add_argument("--clip", type=float, default=0.2)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -266,6 +269,8 @@ def main(argv=None) -> int:
     for name in ("steps", "prompts", "group", "epochs", "threads", "jobs", "eval_every", "eval_n"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
+    if a.warmup < 0:
+        ap.error(f"--warmup must be >= 0 (got {a.warmup})")
     if a.prompts * a.group % 4:
         ap.error(f"--prompts {a.prompts} x --group {a.group} must be a multiple of 4 (token-axis FP4 blocks of 64)")
     if set(a.formats) - set(SHORT):
@@ -277,7 +282,8 @@ def main(argv=None) -> int:
         ap.error(f"--checkpoint {a.checkpoint} does not exist; run studies.tiny_llm.pretrain first")
     t0 = time.monotonic()
     runs, rows = run(a.checkpoint, a.seeds, a.steps, a.prompts, a.group, a.lr, a.epochs, a.clip, a.temperature,
-                     a.threads, a.eval_every, a.eval_n, a.formats, a.settings, not a.no_progress, a.train_sr, a.jobs)
+                     a.threads, a.eval_every, a.eval_n, a.formats, a.settings, not a.no_progress, a.train_sr, a.jobs,
+                     a.warmup)
     meta = {"args": vars(a), "seconds": time.monotonic() - t0, "load_avg_at_end": os.getloadavg()}
     out = write_results(a.out, "rl", {**meta, "summary": rows, "runs": runs}, rows)
     plot(runs, rows, out / "rl.png", max(1, a.steps // 10))

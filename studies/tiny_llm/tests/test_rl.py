@@ -103,7 +103,8 @@ def test_reduced_runs_reproduce(ckpt):
 def test_command_line_refuses_bad_input(capsys, tmp_path):
     for args, msg in ((["--checkpoint", str(tmp_path / "none")], "does not exist"),
                       (["--prompts", "3", "--group", "3"], "multiple of 4"),
-                      (["--settings", "bogus"], "unknown"), (["--steps", "0"], "must be >= 1")):
+                      (["--settings", "bogus"], "unknown"), (["--steps", "0"], "must be >= 1"),
+                      (["--warmup", "-1"], "--warmup must be >= 0")):
         with pytest.raises(SystemExit) as e:
             rl.main(args + ["--no-progress"])
         assert e.value.code == 2 and msg in capsys.readouterr().err, args
@@ -116,6 +117,7 @@ def test_one_command_writes_json_csv_and_png(ckpt, tmp_path):
     import json
     got = json.loads((tmp_path / "rl.json").read_text())
     assert [r["setting"] for r in got["summary"]] == ["fp32", "MXFP4-fp32train"]
+    assert "out" not in got["args"] and "checkpoint" not in got["args"]  # scratch paths: not recorded
     assert (tmp_path / "rl.csv").read_text().startswith("setting,") and (tmp_path / "rl.png").stat().st_size > 0
 
 
@@ -125,3 +127,10 @@ def test_a_completion_with_pad_or_bos_earns_nothing():
     assert rl._completion_text(ok) == a and task.reward(p, rl._completion_text(ok)) == 1.0
     sneaky = [*task.encode(a[:1]), task.PAD_ID, *task.encode(a[1:]), task.EOS_ID]
     assert task.decode(sneaky) == a and task.reward(p, rl._completion_text(sneaky)) == 0.0
+
+
+def test_results_json_records_paths_relative_to_the_repository(tmp_path):
+    from studies.tiny_llm.pretrain import ROOT, portable_args
+    got = portable_args({"out": str(tmp_path), "checkpoint": str(ROOT / "data" / "m.safetensors"), "lr": 1e-5,
+                         "formats": ["hif4.v14"]})
+    assert got == {"checkpoint": "data/m.safetensors", "lr": 1e-5, "formats": ["hif4.v14"]}
