@@ -108,6 +108,27 @@ def test_sr_gradients_are_reproducible_and_advance_per_step():
     assert layer.steps == 0
 
 
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_sr_gradients_are_the_stated_draws_along_each_axis(recipe):
+    # The layer quantizes axis-0 blocks as rows of the transposed operand (the fast contiguous path); the
+    # draws must still be fake_quant's along axis 0 of dY with the layer's key and offset, step after step.
+    torch.manual_seed(9)
+    x, gy = torch.randn(2, 32, 64), torch.randn(2, 32, 128)
+    layer, lin = _layer(recipe, sr=True, seed=3, rht=16, index=5)
+    w = lin.weight.detach()
+    x2, g2 = x.reshape(-1, 64), gy.reshape(-1, 128)
+    q = ft.fake_quant
+    gr, xr = ft.rht(g2, 16, axis=0, signs="te"), ft.rht(x2, 16, axis=0, signs="te")
+    for step in range(2):
+        _, gx, gw, _ = _grads(layer, x, gy)
+        off = ft._SR_OFFSET_STRIDE * step
+        sr = lambda role: dict(rounding="stochastic", seed=layer.sr_seed(role), offset=off)  # noqa: E731
+        assert torch.equal(gx, (q(g2, recipe, axis=-1, **sr(0)) @ q(w, recipe, axis=0)).reshape(x.shape))
+        assert torch.equal(gw, q(gr, recipe, axis=0, **sr(1)).t() @ q(xr, recipe, axis=0))
+    # ... and can fail: the previous step's offset draws other bits.
+    assert not torch.equal(gw, q(gr, recipe, axis=0, **sr(1) | {"offset": 0}).t() @ q(xr, recipe, axis=0))
+
 def _unclipped_gradient(rows, cols, seed):
     """Uniform in (-4, 4) with 4 itself in every run of 16 consecutive elements along either axis: every
     block's amax is 4, which each recipe's scale holds without clipping (MXFP4: scale 1, 4 on the grid), so
