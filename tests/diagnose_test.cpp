@@ -179,6 +179,33 @@ TEST(Diagnose, OnePlantedCodePerElementClass) {
   }
 }
 
+// Under stochastic rounding neither ties nor round-to-nearest mean anything:
+// a kernel that rounds to nearest where the reference rounds stochastically
+// differs by one step in every lane whose random byte chose the other side.
+TEST(Diagnose, OtherNeighbourUnderStochasticRoundingIsOneClass) {
+  Tensor x;
+  x.shape = {4, 64};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int i = 0; i < 4 * 64; ++i) x.data.push_back(normal(rng));
+  std::vector<uint8_t> bytes(x.data.size());
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+  QuantOptions o;
+  o.recipe = "mxfp4.ocp";
+  o.rounding = Rounding::stochastic;
+  o.stochastic.bytes = bytes;
+  const PackedTensor p = quantize(x, o);
+  const PackedTensor k = quant(x, "mxfp4.ocp");
+  ASSERT_EQ(p.scales, k.scales);
+  int64_t differ = 0;
+  for (int64_t r = 0; r < 4; ++r)
+    for (int j = 0; j < 64; ++j) differ += get_code(p.codes, 32, r, j) != get_code(k.codes, 32, r, j);
+  ASSERT_GT(differ, 0);
+  const diagnose::Diagnosis d = run(x, p, diagnose::side_of(k));
+  expect_only(d, Kind::stochastic_step, differ);
+  EXPECT_NE(d.summary().find("rounded stochastically to the other neighbour"), std::string::npos) << d.summary();
+}
+
 TEST(Diagnose, PaddingLanesAreTails) {
   Tensor x;
   x.shape = {2, 40};

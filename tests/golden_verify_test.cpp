@@ -1005,6 +1005,29 @@ TEST(GoldenVerifyWhy, RootCauseFirstPerBlock) {
     }
 }
 
+// A block with more code mismatches than --max-report still lists its scale
+// mismatch first: the codes are compared before the scales, so a per-block
+// cap taken in arrival order would keep only code lines.
+TEST(GoldenVerifyWhy, RootCauseSurvivesThePerBlockCap) {
+  const std::string id = "nvfp4.te/random_llm_bf16";  // [32, 64]: 4 blocks a row
+  testing::TempDir cand;
+  copy_outputs(cand.path(), {id});
+  io::Array sc = io::read_npy(cand / (id + "/scales.npy"));
+  ASSERT_GT(sc.bytes[5], 1);
+  sc.bytes[5] -= 1;
+  io::write_npy(cand / (id + "/scales.npy"), sc);
+  for (int byte = 0; byte < 4; ++byte) flip(cand.path(), id + "/codes.npy", 1 * 32 + 8 + byte, 0);  // block 5
+  VerifyOptions o = all_reported();
+  o.filter.cases = {id};
+  o.max_report = 2;
+  const VerifyReport r = verify_suite(suite_dir(), cand.path(), o);
+  ASSERT_EQ(r.first.size(), 2u) << report_text(r);
+  EXPECT_EQ(r.first[0].kind, "scale") << report_text(r);
+  EXPECT_EQ(r.first[0].block, 5);
+  EXPECT_EQ(r.first[1].kind, "code");
+  EXPECT_EQ(r.first[1].block, 5);
+}
+
 TEST(GoldenVerifyWhy, JsonOmitsWhatDoesNotApplyAndJUnitHasOneTestcasePerCase) {
   testing::TempDir cand;
   copy_outputs(cand.path(), {"nvfp4.te/codes", "mxfp4.ocp/gemm_tail", "hif4.v14/special"});

@@ -343,7 +343,21 @@ class CaseRun {
       }
       it = detail_.emplace(m.block, std::vector<Mismatch>{}).first;
     }
-    if (static_cast<int64_t>(it->second.size()) < budget_) it->second.push_back(std::move(m));
+    std::vector<Mismatch>& list = it->second;
+    if (static_cast<int64_t>(list.size()) < budget_) {
+      list.push_back(std::move(m));
+      return;
+    }
+    // A full block keeps its root causes: the files are compared codes first,
+    // so a block's scale mismatch arrives after its code lines and must
+    // displace the last line of the lowest-ranked kind (publish() sorts).
+    auto worst = list.end();
+    for (auto l = list.begin(); l != list.end(); ++l)
+      if (worst == list.end() || kind_rank(l->kind) >= kind_rank(worst->kind)) worst = l;
+    if (kind_rank(m.kind) < kind_rank(worst->kind)) {
+      list.erase(worst);
+      list.push_back(std::move(m));
+    }
   }
 
   Mismatch base(const std::string& file, const char* kind, int64_t block) const {

@@ -209,6 +209,7 @@ std::string_view to_string(Kind k) {
     case Kind::subnormal_input: return "subnormal_input";
     case Kind::toward_zero: return "toward_zero";
     case Kind::away_from_zero: return "away_from_zero";
+    case Kind::stochastic_step: return "stochastic_step";
     case Kind::dequantize: return "dequantize";
     case Kind::other: return "other";
   }
@@ -468,7 +469,9 @@ Diagnosis diagnose(const TensorRef& input, const PackedTensor& reference, const 
             (chosen == hi ? t.away : t.toward_zero) += 1;
             ((chosen & 1) ? t.odd : t.even) += 1;
           };
-          if (ax == mid) {
+          if (reference.rounding == Rounding::stochastic) {
+            kind = Kind::stochastic_step;
+          } else if (ax == mid) {
             kind = Kind::tie;
             note(d.ties);
           } else if (std::fabs(ax - mid) <= mid * kNearTie) {
@@ -555,6 +558,8 @@ std::string phrase(const Diagnosis& d, Kind k) {
     case Kind::subnormal_input: return "subnormal inputs differ (flush to zero?)";
     case Kind::toward_zero: return "non-tie values rounded toward zero (truncation, not round to nearest)";
     case Kind::away_from_zero: return "non-tie values rounded away from zero (not round to nearest)";
+    case Kind::stochastic_step:
+      return "values rounded stochastically to the other neighbour (other random bits, or the bits used another way)";
     case Kind::dequantize: return "dequantized values differ where codes and scale agree (decode arithmetic)";
     case Kind::other: return "other differences";
   }

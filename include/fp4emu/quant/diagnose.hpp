@@ -31,6 +31,9 @@
 //     subnormal_input  the input is an fp32 subnormal (flushed to zero?)
 //     toward_zero      the neighbour nearer zero was chosen, not a tie (truncation)
 //     away_from_zero   the neighbour farther from zero was chosen, not a tie
+//     stochastic_step  the reference rounds stochastically and the other neighbour
+//                      was chosen: other random bits, or bits used another way
+//                      (ties and round-to-nearest say nothing under SR)
 //     dequantize       codes and scale agree, the dequantized value differs
 //                      (the arithmetic or order of the decode)
 //     other            anything else
@@ -68,6 +71,7 @@ enum class Kind : uint8_t {
   subnormal_input,
   toward_zero,
   away_from_zero,
+  stochastic_step,
   dequantize,
   other,
 };
