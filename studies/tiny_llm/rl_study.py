@@ -205,7 +205,7 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     import numpy as np
     colors = {"fp32": "k", "HiF4": "C0", "MXFP4": "C3", "NVFP4": "C2", "MXFP4-rceil": "C1"}
     styles = {"": "-", "+ResQ": "--", "-fp32train": ":"}
-    fig, ax = plt.subplots(1, 2, figsize=(13, 4.6))
+    fig, ax = plt.subplots(1, 2, figsize=(13, 5.2))
     kern = np.ones(smooth) / smooth
     for r0 in rows:
         name = r0["setting"]
@@ -224,12 +224,12 @@ def plot(runs: list[dict], rows: list[dict], path: pathlib.Path, smooth: int) ->
     ax[0].set_xlabel("RL step")
     ax[0].set_ylabel(f"mean reward of the rollouts (mean of {smooth} steps)")
     ax[0].set_title("training reward: mean over seeds, band = min..max")
-    ax[0].legend(fontsize=7, ncol=2)
     ax[1].set_xlabel("RL step")
     ax[1].set_ylabel("held-out greedy exact match (%), rollout precision")
     ax[1].set_title("held-out accuracy: mean over seeds, band = min..max")
-    ax[1].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    # One legend under both panels, so that it hides no curve.
+    fig.legend(*ax[1].get_legend_handles_labels(), loc="lower center", ncol=len(rows), fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
