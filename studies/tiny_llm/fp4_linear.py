@@ -11,6 +11,7 @@ token-axis blocks divide.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from typing import Optional
 
@@ -56,6 +57,20 @@ def precisions(formats=FORMATS) -> list[Precision]:
         n = SHORT[f]
         out += [Precision(f"{n}", f), Precision(f"{n}+RHT", f, rht=True), Precision(f"{n}+RHT+SR", f, True, True)]
     return out
+
+
+def blas_threads(n: int) -> bool:
+    """Run OpenBLAS (Debian torch's matmul backend) on ``n`` threads; False when torch does not use it.
+
+    torch.set_num_threads does not reach it, and its idle workers spin in sched_yield after every
+    product: a profiled FP4 step of the 124 K model spent a fifth of its samples there (docs/analysis.md
+    §8.4). Its products split rows and columns, never the reduction, so the numbers do not change."""
+    import torch  # noqa: F401  (loads the library)
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "/libopenblas" in line}
+    for path in sorted(paths):
+        ctypes.CDLL(path).openblas_set_num_threads(int(n))
+    return bool(paths)
 
 
 def padded_batch(prompts, answers, seq_len: int = SEQ_LEN) -> tuple[torch.Tensor, torch.Tensor]:

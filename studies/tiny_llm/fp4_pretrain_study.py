@@ -38,7 +38,7 @@ import time
 import torch
 
 from . import task
-from .fp4_linear import FORMATS, SHORT, Precision, padded_batch, precisions
+from .fp4_linear import FORMATS, SHORT, Precision, blas_threads, padded_batch, precisions
 from .generate import exact_match, token_logprobs
 from .model import ModelConfig, TinyQwen, num_parameters
 from .pretrain import Progress, lr_at, model_config, setup_torch, train_step, write_results
@@ -69,6 +69,7 @@ def train(cfg: ModelConfig, prec: Precision, seed: int, steps: int, batch: int, 
     if batch % 4:
         raise ValueError(f"batch={batch} must be a multiple of 4 (token-axis FP4 blocks of 64)")
     setup_torch(seed, threads)
+    blas_threads(threads)
     model = TinyQwen(cfg)  # the same initial weights for every precision of a seed
     prec.apply(model, seed, threads)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)

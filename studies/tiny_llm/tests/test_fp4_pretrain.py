@@ -95,3 +95,17 @@ def test_one_command_writes_json_csv_and_png(tmp_path):
     assert [r["precision"] for r in got["summary"]] == ["fp32", "NVFP4", "NVFP4+RHT", "NVFP4+RHT+SR"]
     assert len(got["runs"][0]["loss"]) == 2 and (tmp_path / "fp4_pretrain.png").stat().st_size > 0
     assert (tmp_path / "fp4_pretrain.csv").read_text().startswith("precision,")
+
+
+def test_blas_threads_leave_the_products_unchanged():
+    # train() pins OpenBLAS to the run's thread count (its idle workers spin otherwise); the study's numbers
+    # must not depend on it: OpenBLAS splits a product's rows and columns, never its reduction.
+    from studies.tiny_llm.fp4_linear import blas_threads
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(768, 256, generator=g), torch.randn(768, 64, generator=g)
+    got = []
+    for n in (2, 1):
+        if not blas_threads(n):
+            pytest.skip("torch does not use OpenBLAS here")
+        got.append((a.t() @ b, a @ a.t()[:, :64], b.t().contiguous() @ a))
+    assert all(torch.equal(x, y) for x, y in zip(*got))
