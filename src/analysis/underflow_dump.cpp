@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <stdexcept>
 
 #include "fp4emu/analysis/underflow.hpp"
 #include "fp4emu/error.hpp"
@@ -184,6 +185,23 @@ DumpTensor Dump::load(size_t i) const {
   const io::TensorBytes bytes = set_->bytes(selected_[i]);
   io::widen_to_f32(info.dtype, bytes.bytes(), t.x.data,
                    fmt::format("{} tensor {}", set_->file_of(selected_[i]).string(), info.name));
+  return t;
+}
+
+DumpTensor Dump::load_rows(size_t i, int64_t row_begin, int64_t row_end) const {
+  const io::TensorInfo& info = set_->tensors()[selected_.at(i)].info;
+  const int64_t cols = info.shape.empty() ? 1 : info.shape.back();
+  const size_t row_bytes = size_t(cols) * io::dtype_size(info.dtype);
+  if (row_begin < 0 || row_end < row_begin || size_t(row_end) * row_bytes > info.nbytes)
+    throw std::invalid_argument("Dump::load_rows: rows out of range");
+  DumpTensor t;
+  t.name = info.name;
+  t.dtype = *float_dtype(info.dtype);
+  t.x.shape = {row_end - row_begin, cols};
+  t.x.data.resize(size_t(t.x.numel()));
+  const io::TensorBytes bytes = set_->bytes(selected_[i]);
+  io::widen_to_f32(info.dtype, bytes.bytes().subspan(size_t(row_begin) * row_bytes, size_t(row_end - row_begin) * row_bytes),
+                   t.x.data, fmt::format("{} tensor {}", set_->file_of(selected_[i]).string(), info.name));
   return t;
 }
 

@@ -16,6 +16,7 @@
 #include "report.hpp"
 #include "report_pages.hpp"
 #include "study.hpp"
+#include "fp4emu/analysis/compare.hpp"
 #include "fp4emu/analysis/heatmap.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/analysis/underflow.hpp"
@@ -44,6 +45,7 @@ struct Args {
   std::string color_range = "auto", color_scale = "linear";
   std::string out;
   std::string report;
+  uint64_t split_above = dist::kDefaultSplitAbove;
 };
 
 struct Run {  // one recipe x transform
@@ -506,26 +508,156 @@ void decode(dist::Reader& r, TensorResults& t) {
   }
 }
 
-// The given tensors, in parallel over tensors; each tensor's results have
-// their own slot, so nothing depends on the thread count.
-std::vector<TensorResults> study_tensors(const Args& a, const Study& study, const std::vector<Run>& runs,
-                                         const Dump& dump, const Sources& src, const std::vector<size_t>& items) {
-  std::vector<TensorResults> per(items.size());
+template <class Parts, class Visit>
+void visit_parts(Parts& p, Visit v) {
+  v(p.rows), v(p.cols), v(p.block), v(p.n), v(p.n_nonfinite), v(p.n_nonzero), v(p.n_underflow), v(p.n_zero_after);
+  v(p.n_sat), v(p.has_saturation), v(p.sum_sq), v(p.err_sq), v(p.orig_sq), v(p.rec_sq), v(p.dot), v(p.max_abs);
+  v(p.tok_nz), v(p.tok_fl), v(p.ch_nz), v(p.ch_fl), v(p.block_amax), v(p.block_crest), v(p.block_nonzero);
+  v(p.block_flushed), v(p.log2_hist_all), v(p.log2_hist_underflow);
+}
+
+// One item of the row plan: a whole tensor's results, or the per-run parts of
+// a row piece of a split tensor (merged and finished on rank 0).
+struct PieceResults {
+  TensorResults whole;
+  std::vector<UnderflowParts> parts;
+};
+
+void encode(dist::Writer& w, const PieceResults& p) {
+  encode(w, p.whole);
+  w.put<uint64_t>(p.parts.size());
+  for (const UnderflowParts& part : p.parts) visit_parts(part, [&w](const auto& field) { w.put(field); });
+}
+
+void decode(dist::Reader& r, PieceResults& p) {
+  decode(r, p.whole);
+  p.parts.resize(r.get<uint64_t>());
+  for (UnderflowParts& part : p.parts) visit_parts(part, [&r](auto& field) { r.get(field); });
+}
+
+// Every tensor's rows for dist::plan_rows: split when every run's operand row
+// depends on its own row only (transform none or rht) and the rounding is
+// not stochastic (its random bits follow the element index).
+std::vector<dist::RowShape> row_shapes(const Study& study, const std::vector<Run>& runs, const Dump& dump) {
+  bool splittable = study.rounding != Rounding::stochastic;
+  for (const Run& r : runs) splittable = splittable && row_local(r.transform);
+  std::vector<dist::RowShape> shapes;
+  for (size_t i = 0; i < dump.size(); ++i) {
+    const io::TensorInfo& t = dump.info(i);
+    const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+    dist::RowShape r;
+    r.row_bytes = uint64_t(cols) * io::dtype_size(t.dtype);
+    r.rows = r.row_bytes ? int64_t(t.nbytes / r.row_bytes) : 1;
+    r.splittable = splittable && t.shape.size() >= 2;
+    shapes.push_back(r);
+  }
+  return shapes;
+}
+
+// The NVFP4 runs' per-tensor amax of each split tensor's operand (the first
+// phase, distributed.hpp "row ranges"): per piece, shared with every rank,
+// reduced in piece order. A tensor whose amax the quantizer refuses is
+// re-planned whole.
+std::vector<std::vector<std::optional<float>>> operand_amaxes(const Args& a, const Study& study,
+                                                              const std::vector<Run>& runs, const Dump& dump,
+                                                              std::vector<dist::RowShape>& shapes,
+                                                              dist::RowPlan& plan) {
+  using Amaxes = std::vector<std::optional<float>>;  // per run
+  std::vector<Amaxes> out(dump.size(), Amaxes(runs.size()));
+  bool nvfp4 = false;
+  for (const Run& r : runs) nvfp4 = nvfp4 || r.recipe->format == Format::nvfp4;
+  std::vector<size_t> needed;
+  for (size_t k = 0; k < plan.pieces.size(); ++k)
+    if (nvfp4 && plan.split(plan.pieces[k].tensor)) needed.push_back(k);
+  if (needed.empty()) return out;
+  std::vector<uint64_t> costs;
+  for (size_t k : needed) costs.push_back(plan.pieces[k].bytes);
+  auto study_amax = [&](const std::vector<size_t>& items) {
+    std::vector<Amaxes> res(items.size());
+    std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(study.threads)
+    for (size_t k = 0; k < items.size(); ++k) {
+      try {
+        const dist::Piece& p = plan.pieces[needed[items[k]]];
+        const DumpTensor t = dump.load_rows(p.tensor, p.row_begin, p.row_end);
+        for (const Run& r : runs) {
+          QuantOptions o = study_quant_options(study, *r.recipe, t.dtype);
+          o.threads = 1;
+          res[k].push_back(r.recipe->format == Format::nvfp4
+                               ? piece_amax(*r.recipe, underflow_operand(t.x, o, r.transform, nullptr, nullptr).data)
+                               : std::nullopt);
+        }
+      } catch (...) {
+#pragma omp critical(fp4emu_underflow_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return res;
+  };
+  const std::vector<Amaxes> pieces = dist::shared_items<Amaxes>(
+      costs, study_amax, [](dist::Writer& w, const Amaxes& x) { w.put(x); },
+      [](dist::Reader& r, Amaxes& x) { r.get(x); });
+  bool replan = false;
+  for (size_t t = 0; t < dump.size(); ++t) {
+    if (!plan.split(t)) continue;
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      if (runs[ri].recipe->format != Format::nvfp4) continue;
+      std::vector<float> values;
+      for (size_t i = 0; i < needed.size(); ++i)
+        if (plan.pieces[needed[i]].tensor == t) values.push_back(*pieces[i][ri]);
+      const float g = *piece_amax(*runs[ri].recipe, values);
+      out[t][ri] = g;
+      if (!usable_global_amax(*runs[ri].recipe, g)) shapes[t].splittable = false, replan = true;
+    }
+  }
+  if (replan) plan = dist::plan_rows(shapes, a.split_above);
+  return out;
+}
+
+// Every run on rows of a split tensor, up to the parts.
+std::vector<UnderflowParts> study_piece(const Study& study, const std::vector<Run>& runs, const Dump& dump,
+                                        const dist::Piece& p, const std::vector<std::optional<float>>& amaxes) {
+  const DumpTensor t = dump.load_rows(p.tensor, p.row_begin, p.row_end);
+  std::vector<UnderflowParts> parts;
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    QuantOptions o = study_quant_options(study, *runs[ri].recipe, t.dtype);
+    o.threads = 1;  // the pieces are the parallel loop
+    if (runs[ri].recipe->format == Format::nvfp4) o.global_amax = amaxes[ri];
+    parts.push_back(study_underflow_parts(t.x, o, runs[ri].transform, nullptr, nullptr));
+  }
+  return parts;
+}
+
+// The given items of the plan (whole tensors and row pieces), in parallel;
+// each has its own slot, so nothing depends on the thread count.
+std::vector<PieceResults> study_pieces(const Args& a, const Study& study, const std::vector<Run>& runs,
+                                       const Dump& dump, const Sources& src, const dist::RowPlan& plan,
+                                       const std::vector<std::vector<std::optional<float>>>& amaxes,
+                                       const std::vector<size_t>& items) {
+  std::vector<PieceResults> per(items.size());
   double total = 0;
-  for (size_t ti : items) total += double(dump.bytes(ti));
+  for (size_t k : items) total += double(plan.pieces[k].bytes);
   Progress progress("underflow", a.study.progress, total);
   double done = 0;
   size_t finished = 0;
   std::exception_ptr error;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(study.threads)
   for (size_t k = 0; k < items.size(); ++k) {
-    const size_t ti = items[k];
+    const dist::Piece& p = plan.pieces[items[k]];
     try {
-      per[k].results = study_tensor(a, study, runs, dump, src, ti, per[k].weight_source);
+      const bool split = plan.split(p.tensor);
+      if (split) {
+        per[k].parts = study_piece(study, runs, dump, p, amaxes[p.tensor]);
+      } else {
+        per[k].whole.results = study_tensor(a, study, runs, dump, src, p.tensor, per[k].whole.weight_source);
+      }
 #pragma omp critical(fp4emu_underflow_progress)
       {
-        done += double(dump.bytes(ti));
-        progress.line(done, fmt::format("tensor {}/{} {} ({} runs)", ++finished, items.size(), dump.name(ti),
+        done += double(p.bytes);
+        progress.line(done, fmt::format("{} {}/{} {}{} ({} runs)", split ? "piece" : "tensor", ++finished,
+                                        items.size(), dump.name(p.tensor),
+                                        split ? fmt::format(" rows {}..{}", p.row_begin, p.row_end) : "",
                                         runs.size()));
       }
     } catch (...) {
@@ -537,20 +669,34 @@ std::vector<TensorResults> study_tensors(const Args& a, const Study& study, cons
   return per;
 }
 
-// All tensors, spread over the ranks of an MPI job (all here when alone); on
-// rank 0 in tensor-major, run-minor order whatever the ranks and threads.
+// All tensors, spread over the ranks of an MPI job (all here when alone),
+// tensors above --split-rows-above as row pieces; on rank 0 in tensor-major,
+// run-minor order whatever the ranks and threads.
 std::vector<Result> study_all(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
                               const Sources& src, std::vector<std::string>& weight_sources) {
-  std::vector<uint64_t> costs(dump.size());
-  for (size_t i = 0; i < dump.size(); ++i) costs[i] = dump.bytes(i);
-  std::vector<TensorResults> per = dist::map_items<TensorResults>(
-      costs, [&](const std::vector<size_t>& items) { return study_tensors(a, study, runs, dump, src, items); },
-      [](dist::Writer& w, const TensorResults& t) { encode(w, t); },
-      [](dist::Reader& r, TensorResults& t) { decode(r, t); });
+  std::vector<dist::RowShape> shapes = row_shapes(study, runs, dump);
+  dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
+  const auto amaxes = operand_amaxes(a, study, runs, dump, shapes, plan);
+  std::vector<PieceResults> per = dist::map_items<PieceResults>(
+      plan.costs(),
+      [&](const std::vector<size_t>& items) { return study_pieces(a, study, runs, dump, src, plan, amaxes, items); },
+      [](dist::Writer& w, const PieceResults& p) { encode(w, p); },
+      [](dist::Reader& r, PieceResults& p) { decode(r, p); });
   std::vector<Result> results;
-  for (TensorResults& t : per) {
-    weight_sources.push_back(std::move(t.weight_source));
-    for (Result& x : t.results) results.push_back(std::move(x));
+  if (!dist::is_root()) return results;
+  for (size_t t = 0; t < dump.size(); ++t) {
+    if (!plan.split(t)) {
+      TensorResults& whole = per[plan.first[t]].whole;
+      weight_sources.push_back(std::move(whole.weight_source));
+      for (Result& x : whole.results) results.push_back(std::move(x));
+      continue;
+    }
+    weight_sources.emplace_back();  // no SmoothQuant run: a split tensor has no weights
+    for (size_t ri = 0; ri < runs.size(); ++ri) {
+      UnderflowParts merged = per[plan.first[t]].parts[ri];
+      for (size_t k = plan.first[t] + 1; k < plan.first[t + 1]; ++k) merged.merge(per[k].parts[ri]);
+      results.push_back({ri, t, parse_tensor_role(dump.name(t)), finish_underflow(merged, a.uf)});
+    }
   }
   return results;
 }
@@ -625,6 +771,7 @@ void add_underflow(CLI::App& app, Action& action) {
   add_color_options(cmd, args->color_range, args->color_scale);
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   html::add_report_option(cmd, args->report);
+  add_split_rows_option(cmd, args->split_above);
   cmd->footer("Example: fp4emu underflow dump/ --tensor 'model.layers.*.mlp.down_proj.input' --progress always "
               "--format mxfp4,nvfp4 --transform none --transform rht --out uf/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });

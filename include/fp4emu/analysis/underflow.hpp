@@ -68,6 +68,9 @@ class Dump {
   const io::TensorInfo& info(size_t i) const;  // name, dtype, shape as stored
   uint64_t bytes(size_t i) const { return info(i).nbytes; }
   DumpTensor load(size_t i) const;
+  // Rows [row_begin, row_end) of tensor i as a matrix (rows: every axis but
+  // the last), read from its part of the file only.
+  DumpTensor load_rows(size_t i, int64_t row_begin, int64_t row_end) const;
   // "name = earlier name" for every skipped duplicate.
   const std::vector<std::string>& aliases() const { return aliases_; }
   // The selected tensor of this name, or nullopt.
@@ -141,6 +144,33 @@ struct UnderflowStats {
   std::map<int, int64_t> log2_hist_all, log2_hist_underflow;
 };
 
+// What underflow_stats gathers over a range of rows, before the ratios and
+// order statistics: counts, sums in index order, and the per-row, per-column
+// and per-block values they are taken over. The parts of a tensor's row
+// ranges, merged in row order, give its whole-tensor statistics (the sums
+// merged part by part; docs/analysis.md §1.6).
+struct UnderflowParts {
+  int64_t rows = 0, cols = 0;
+  int block = 0;
+  int64_t n = 0, n_nonfinite = 0, n_nonzero = 0, n_underflow = 0, n_zero_after = 0, n_sat = 0;
+  bool has_saturation = false;
+  double sum_sq = 0, err_sq = 0, orig_sq = 0, rec_sq = 0, dot = 0, max_abs = 0;
+  std::vector<int64_t> tok_nz, tok_fl;  // per row
+  std::vector<int64_t> ch_nz, ch_fl;    // per column
+  // Per block, rows x blocks: amax_B, crest amax_B / rms_B (NaN where
+  // rms_B = 0: no crest), and the nonzero and flushed counts.
+  std::vector<double> block_amax, block_crest;
+  std::vector<int32_t> block_nonzero, block_flushed;
+  std::map<int, int64_t> log2_hist_all, log2_hist_underflow;
+
+  // Appends the next rows (same cols, block and saturation).
+  void merge(const UnderflowParts& next);
+};
+UnderflowParts underflow_parts(std::span<const float> x, std::span<const float> q, int64_t rows, int64_t cols,
+                               int block, std::span<const float> original, std::span<const double> recon,
+                               const std::optional<std::vector<uint8_t>>& saturated);
+UnderflowStats finish_underflow(const UnderflowParts& parts, const UnderflowOptions& opt);
+
 // Statistics of the quantized operand `x` (rows x cols) and its quantization
 // `q`, blocks of `block` along the rows. `original` and `recon` are the
 // input and its reconstruction in the input's domain (for no transform, x
@@ -162,5 +192,19 @@ std::optional<std::vector<uint8_t>> saturated_elements(const TensorRef& x, const
 // x is read in place (with transform none, it is the operand itself).
 UnderflowStats study_underflow(const TensorRef& x, const QuantOptions& options, const TransformSpec& transform,
                                const Tensor* w, const Tensor* calib, const UnderflowOptions& opt);
+// The same up to the parts, for a row range of a larger tensor (x: those
+// rows; `options.global_amax`: the whole operand's NVFP4 amax). The transform
+// must not depend on x's values (row_local).
+UnderflowParts study_underflow_parts(const TensorRef& x, const QuantOptions& options, const TransformSpec& transform,
+                                     const Tensor* w, const Tensor* calib);
+// The operand a run quantizes (x itself, as a matrix, for transform none; the
+// transformed rows otherwise): what the first phase of a split tensor takes
+// its NVFP4 amax over.
+Tensor underflow_operand(const TensorRef& x, const QuantOptions& options, const TransformSpec& transform,
+                         const Tensor* w, const Tensor* calib);
+// Whether a run can study row ranges apart: none and rht, whose operand row
+// depends on its own row only (smoothquant and occ take whole-tensor
+// statistics of x).
+bool row_local(const TransformSpec& transform);
 
 }  // namespace fp4emu::analysis
