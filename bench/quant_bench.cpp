@@ -57,39 +57,41 @@ using namespace fp4emu;
 
 constexpr int64_t kElements = int64_t{1} << 24;  // 16M
 
-// LLM-activation-like values: a Gaussian body with rare large outliers.
+// LLM-activation-like values: a Gaussian body with rare large outliers. The
+// first n values of the one sequence (the generator is consumed in order), so
+// --count builds only the values it counts, not all 16M under valgrind.
+std::vector<float> make_input(int64_t n) {
+  std::vector<float> v(n);
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> body(0.0f, 1.0f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (float& x : v) x = u(rng) < 0.001f ? body(rng) * 100.0f : body(rng);
+  return v;
+}
+
 const std::vector<float>& input_f32() {
-  static const std::vector<float> data = [] {
-    std::vector<float> v(kElements);
-    std::mt19937_64 rng(42);
-    std::normal_distribution<float> body(0.0f, 1.0f);
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (float& x : v) x = u(rng) < 0.001f ? body(rng) * 100.0f : body(rng);
-    return v;
-  }();
+  static const std::vector<float> data = make_input(kElements);
   return data;
 }
 
-const Tensor& input_f32_tensor() {
-  static const Tensor t = [] {
-    Tensor x;
-    x.shape = {kElements / 4096, 4096};
-    x.data = input_f32();
-    return x;
-  }();
-  return t;
-}
-
-const Tensor& input_bf16_tensor() {
-  static const Tensor t = [] {
-    Tensor x = input_f32_tensor();
+// The first n values as a [n / 4096, 4096] tensor (bf16: rounded to bf16).
+Tensor make_tensor(std::vector<float> values, bool bf16) {
+  Tensor x;
+  x.shape = {static_cast<int64_t>(values.size()) / 4096, 4096};
+  x.data = std::move(values);
+  if (bf16)
     for (float& v : x.data) v = bf16_rne(v);
-    return x;
-  }();
-  return t;
+  return x;
 }
 
-const Tensor& input(bool bf16) { return bf16 ? input_bf16_tensor() : input_f32_tensor(); }
+const Tensor& input(bool bf16) {
+  if (bf16) {
+    static const Tensor t = make_tensor(input_f32(), true);
+    return t;
+  }
+  static const Tensor t = make_tensor(input_f32(), false);
+  return t;
+}
 
 struct Impl_ {
   const char* name;
@@ -249,9 +251,7 @@ int count_one(const std::string& name, int64_t elements) {
     return 2;
   }
   const Case& c = *found;
-  Tensor x = input(c.bf16);
-  x.data.resize(elements);
-  x.shape = {elements / 4096, 4096};
+  const Tensor x = make_tensor(make_input(elements), c.bf16);
   QuantOptions o = options_for(c.recipe, c.bf16, c.impl, c.sr, elements);
   auto run = [&](Tensor& y, PackedTensor& p, const PackedTensor& packed) {
     if (c.op == "fake_quant") fake_quant(x, o, y);

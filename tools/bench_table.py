@@ -7,7 +7,7 @@ Usage:
   FP4EMU_BENCH_TARGET=AVX2 build/bench/quant_bench --benchmark_format=json \\
       --benchmark_filter='stream|fast_all' > bench_avx2.json
   tools/bench_table.py --count build/bench/quant_bench > counts.json
-  tools/bench_table.py bench.json [--avx2 bench_avx2.json] [--counts counts.json]
+  tools/bench_table.py bench.json [--avx2 bench_avx2.json] [--counts counts.json] [--targets]
 
 Reads Google Benchmark JSON (benchmark names op/recipe/dtype/impl, see
 bench/quant_bench.cpp) and prints a Markdown table: throughput of the
@@ -17,7 +17,8 @@ speed-up per core), fast/stream (the same thread count: the share of the
 memory bandwidth of a plain y[i] = x[i] * c loop measured in the same run),
 fast 2 threads / fast 1 thread (scaling), the all-thread stream ratio of a
 second run with the fast path forced to AVX2 (--avx2), and instructions per
-element of the fast path on one thread and of the reference (--counts).
+element of the fast path on one thread and of the reference, and their
+ratio: the per-core speed-up the instructions alone allow (--counts).
 
 --count runs `valgrind --tool=callgrind` on `quant_bench --count NAME
 --elements N` for the fast_1t and reference benchmarks (a fixed input of N
@@ -25,6 +26,12 @@ values, default 65536; callgrind counts only the measured call) and prints
 JSON {name: instructions per element}. Counts repeat exactly from run to run,
 unlike timings on a shared machine. Valgrind has no AVX-512: the fast path
 runs its best target below it (AVX2 on x86-64); the JSON says which.
+
+--targets prints, instead of the ratio table, one row per recipe against the
+streaming-loop targets of the fast path on every thread: fake-quant >= 0.8 of
+the loop for MXFP4 and NVFP4, >= 0.6 for HiF4, >= 0.5 with AVX2 forced;
+quantize >= fake-quant; dequantize >= 1x the loop; each with the bytes it
+moves per element (the loop moves 8) and its instructions per element.
 
 With --benchmark_repetitions the medians are shown (ratios are ratios of
 medians), and the min-max of the all-thread rates as the spread.
@@ -75,6 +82,77 @@ def fmt_spread(values):
 
 OP_ORDER = ["fake_quant", "quantize", "dequantize"]
 DEFAULTS = ("hif4.v14", "mxfp4.ocp", "nvfp4.te")
+
+
+# Streaming-loop targets of the fast path on every thread (fraction of the loop).
+FAKE_QUANT_TARGET = {"hif4": 0.6, "mxfp4": 0.8, "nvfp4": 0.8}
+AVX2_TARGET = 0.5
+# Block size and scale bytes per block of each format.
+BLOCK = {"hif4": (64, 4), "mxfp4": (32, 1), "nvfp4": (16, 1)}
+# NVFP4 rules with no per-tensor scale: their fake-quant skips the tensor amax pass.
+NV_SINGLE_LEVEL = ("nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.ggml")
+
+
+def bytes_per_element(op, recipe):
+    """Bytes the fast path moves per element: 4 per fp32 read or written, the
+    packed codes and scales, and NVFP4's extra reads of the input (the tensor
+    amax pass, and the 16x16 tile amax pass of nvfp4.te_2d)."""
+    fmt = recipe.split(".")[0]
+    block, scale_bytes = BLOCK[fmt]
+    packed = 0.5 + scale_bytes / block
+    passes = 0
+    if fmt == "nvfp4":
+        passes += 0 if op == "fake_quant" and recipe in NV_SINGLE_LEVEL else 1
+        passes += 1 if recipe == "nvfp4.te_2d" else 0
+    return {"fake_quant": 8, "quantize": 4 + packed, "dequantize": packed + 4}[op] + 4 * passes
+
+
+def ratio(a, b):
+    return statistics.median(a) / statistics.median(b) if a and b else None
+
+
+def mark(value, target):
+    if value is None:
+        return "-"
+    return f"{value:.2f} {'met' if value >= target else 'MISSED'}"
+
+
+def targets_table(runs, avx2, counts):
+    """One row per recipe: each streaming-loop target, met or missed."""
+    stream_all = runs.get("stream/-/f32/all", [])
+    avx2_stream = avx2.get("stream/-/f32/all", [])
+    recipes = []
+    for name in runs:
+        op, recipe, dtype, _ = name.split("/")
+        if op != "stream" and (recipe, dtype) not in recipes and op == "fake_quant":
+            recipes.append((recipe, dtype))
+    recipes = [r for r in recipes if r[1] == "f32" or not any(q == r[0] and d == "f32" for q, d in recipes)]
+    recipes.sort(key=lambda r: (r[0].split(".")[0], 0 if r[0] in DEFAULTS else 1, r[0]))
+    print("| recipe | fake-quant / loop (target) | AVX2 fake-quant / loop (>= 0.5) | quantize / fake-quant (>= 1) "
+          "| dequantize / loop (>= 1) | bytes/elem fq, q, dq (loop 8) | instr/elem fast fq, q, dq |")
+    print("|---|---|---|---|---|---:|---:|")
+    for recipe, dtype in recipes:
+        fmt = recipe.split(".")[0]
+        fq = runs.get(f"fake_quant/{recipe}/{dtype}/fast_all", [])
+        q = runs.get(f"quantize/{recipe}/{dtype}/fast_all", [])
+        dq = runs.get(f"dequantize/{recipe}/{dtype}/fast_all", [])
+        target = FAKE_QUANT_TARGET[fmt]
+        ops = [op for op in OP_ORDER if any(n.startswith(f"{op}/{recipe}/{dtype}/") for n in runs)]
+        instr = []
+        for op in ops:
+            c = counts.get(f"{op}/{recipe}/{dtype}/fast_1t")
+            instr.append(f"{c:.1f}" if c is not None else "-")
+        row = [f"{recipe} ({dtype})",
+               mark(ratio(fq, stream_all), target).replace(" ", f" (>= {target}) ", 1),
+               mark(ratio(avx2.get(f"fake_quant/{recipe}/{dtype}/fast_all", []), avx2_stream), AVX2_TARGET),
+               mark(ratio(q, fq), 1.0),
+               mark(ratio(dq, stream_all), 1.0),
+               ", ".join(f"{bytes_per_element(op, recipe):.2f}".rstrip("0").rstrip(".") for op in ops),
+               ", ".join(instr)]
+        print("| " + " | ".join(row) + " |")
+    print()
+    print("Fast path on every thread, medians of the same run; ratios of medians. Instructions per element: "
+          "callgrind, one thread. '-': not measured (fake-quant-only recipes have no quantize or dequantize).")
 
 
 def count(argv):
@@ -128,9 +206,12 @@ def main(argv):
         return count(argv[2:])
     args = argv[1:]
     avx2_path = counts_path = None
+    targets = False
     positional = []
     while args:
-        if args[0] == "--avx2" and len(args) > 1:
+        if args[0] == "--targets":
+            targets, args = True, args[1:]
+        elif args[0] == "--avx2" and len(args) > 1:
             avx2_path, args = args[1], args[2:]
         elif args[0] == "--counts" and len(args) > 1:
             counts_path, args = args[1], args[2:]
@@ -150,6 +231,9 @@ def main(argv):
         count_target = doc.get("target", "?")
     stream_1t = runs.get("stream/-/f32/1t", [])
     stream_all = runs.get("stream/-/f32/all", [])
+    if targets:
+        targets_table(runs, avx2, counts)
+        return 0
     print(f"Machine: {context.get('num_cpus', '?')} CPUs at {context.get('mhz_per_cpu', '?')} MHz, "
           f"SIMD target {context.get('simd_target', '?')}, {context.get('threads_all', '?')} threads for 'all'; "
           f"load average at start {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))}")
@@ -166,7 +250,7 @@ def main(argv):
     if avx2_path:
         header.append(f"{avx2_context.get('simd_target', 'forced')} all / stream all")
     if counts_path:
-        header += ["instr/elem fast", "instr/elem ref"]
+        header += ["instr/elem fast", "instr/elem ref", "instr ref/fast"]
     print("| " + " | ".join(header) + " |")
     print("|---|---|---|" + "---:|" * (len(header) - 3))
     keys = []
@@ -191,9 +275,9 @@ def main(argv):
         if avx2_path:
             row.append(fmt_ratio(avx2.get(f"{stem}/fast_all", []), avx2.get("stream/-/f32/all", [])))
         if counts_path:
-            for impl in ("fast_1t", "reference"):
-                c = counts.get(f"{stem}/{impl}")
-                row.append(f"{c:.1f}" if c is not None else "-")
+            fast, ref_count = counts.get(f"{stem}/fast_1t"), counts.get(f"{stem}/reference")
+            row += [f"{c:.1f}" if c is not None else "-" for c in (fast, ref_count)]
+            row.append(f"{ref_count / fast:.1f}" if fast and ref_count else "-")
         print("| " + " | ".join(row) + " |")
     print()
     print("Rates in millions of elements per second, median over the repetitions; ratios are of medians. "
