@@ -124,6 +124,8 @@ TEST(DistributedRows, PiecesOfWholeTileRowsAboveTheThresholdOnly) {
   uint64_t total = 0;
   for (uint64_t c : none.costs()) total += c;
   EXPECT_EQ(total, 6400u + 6400u + 640u + 7u * 4096u);
+  EXPECT_EQ(none.note(1 << 20), "");
+  EXPECT_EQ(plan.note(1000), "1 tensor(s) above --split-rows-above 1000 bytes studied as 7 row pieces\n");
 }
 
 TEST(DistributedJob, AloneTheSharedResultsAreTheResults) {

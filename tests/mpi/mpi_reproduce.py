@@ -4,7 +4,8 @@
     mpi_reproduce.py CHECK --fp4emu PATH --mpirun PATH --dump FILE --work DIR
 
 CHECK is one of compare, underflow, resq, inspect, golden (generate), verify (golden
-verify of a candidate with mismatches in several cases), failure. Each
+verify of a candidate with mismatches in several cases), failure, rows (tensors
+split into row pieces by a tiny --split-rows-above, on a generated dump). Each
 study runs once alone (no launcher: one process) and then under
 `mpirun -n 1`, `-n 2` and `-n 3` (--oversubscribe; --allow-run-as-root when
 run as root, as CI does); every report file and the standard output must be
@@ -124,6 +125,60 @@ def check_failure(args):
         print(f"failure: mpirun -n {n}: damaged dump -> exit 2, one message, no report")
 
 
+def write_rows_dump(path):
+    """Tensors for --split-rows-above 2KiB (8 rows of 64 f32; pieces of 16
+    rows): 100 rows (6 pieces of 16 and one of 4: neither a multiple of 16
+    nor of N = 2, 3), a 3-D tensor of 3 x 41 rows, and one small enough to
+    stay whole. Seeded heavy-tailed values with an outlier in the last piece,
+    so that the NVFP4 per-tensor amax lies on one rank only."""
+    import random
+    rng = random.Random(17)
+
+    def values(n, outlier):
+        v = [rng.gauss(0, 1) * 10 ** rng.uniform(-4, 0) for _ in range(n)]
+        v[outlier] = 97.0
+        return struct.pack(f"<{n}f", *v)
+
+    write_safetensors(path, [("model.layers.0.mlp.down_proj.input", (100, 64), values(100 * 64, 99 * 64 + 5)),
+                             ("model.layers.0.self_attn.o_proj.input", (3, 41, 128), values(3 * 41 * 128, 7)),
+                             ("model.layers.1.mlp.down_proj.input", (4, 64), values(4 * 64, 3))])
+
+
+def check_rows(args):
+    """Row pieces of tensors above --split-rows-above: the same bytes for any
+    N (and as one process), for compare (every recipe, NVFP4's per-tensor
+    amax from the first phase) and underflow (transforms none and rht)."""
+    base = os.path.join(args.work, "rows_input")
+    os.makedirs(base, exist_ok=True)
+    dump = os.path.join(base, "rows.safetensors")
+    write_rows_dump(dump)
+    split = ["--split-rows-above", "2KiB", "--progress", "never"]
+    note = "2 tensor(s) above --split-rows-above 2048 bytes studied as"
+    for name, argv_for in [
+        ("rows_compare", lambda out: ["compare", dump, "--recipe", "all", "--tail", "pad", *split, "--json", out]),
+        ("rows_compare_csv", lambda out: ["compare", dump, "--format", "nvfp4", "--recipe", "all", *split,
+                                          "--csv", out]),
+        ("rows_underflow", lambda out: ["underflow", dump, "--transform", "none", "--transform", "rht", *split,
+                                        "--out", out]),
+    ]:
+        check_study(args, name, argv_for)
+        p = run([args.fp4emu] + argv_for(os.path.join(base, name + "_note")))
+        if note not in p.stdout:
+            sys.exit(f"FAIL: {name}: the tensors were not split (no '{note}' line):\n{p.stdout}")
+    # A damaged dump under a split: exit 2 on every N, one message, no report.
+    bad = os.path.join(base, "bad.safetensors")
+    with open(dump, "rb") as f:
+        data = f.read()
+    with open(bad, "wb") as f:
+        f.write(data[: len(data) - 100])
+    for n in RANKS:
+        out = os.path.join(base, f"bad_n{n}.json")
+        p = run(mpirun_prefix(args, n) + [args.fp4emu, "compare", bad, *split, "--json", out], expect=2)
+        if p.stderr.count("bad.safetensors") != 1 or os.path.exists(out):
+            sys.exit(f"FAIL: rows: mpirun -n {n}: a damaged dump should give one message and no report:\n{p.stderr}")
+        print(f"rows: mpirun -n {n}: damaged dump -> exit 2, one message, no report")
+
+
 def check_verify(args):
     """golden verify of a candidate that fails several cases: the JSON report
     (stdout) and the JUnit file are the single process's bytes."""
@@ -156,7 +211,7 @@ def check_verify(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("check", choices=["compare", "underflow", "resq", "inspect", "golden", "verify", "failure"])
+    ap.add_argument("check", choices=["compare", "underflow", "resq", "inspect", "golden", "verify", "failure", "rows"])
     ap.add_argument("--fp4emu", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--dump", required=True)
@@ -183,6 +238,8 @@ def main():
         check_verify(args)
     elif args.check == "failure":
         check_failure(args)
+    elif args.check == "rows":
+        check_rows(args)
 
 
 if __name__ == "__main__":

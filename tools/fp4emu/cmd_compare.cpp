@@ -412,6 +412,8 @@ std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::
   std::vector<dist::RowShape> shapes = row_shapes(a, setup, set, sel);
   dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
   const auto amaxes = tensor_amaxes(a, set, setup, sel, shapes, plan);
+  fmt::print("{}", plan.note(a.split_above));
+  std::fflush(stdout);
   const std::vector<uint64_t> costs = plan.costs();
   auto study = [&](const std::vector<size_t>& items) {
     double total = 0, done = 0;

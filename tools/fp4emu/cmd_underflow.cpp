@@ -677,6 +677,8 @@ std::vector<Result> study_all(const Args& a, const Study& study, const std::vect
   std::vector<dist::RowShape> shapes = row_shapes(study, runs, dump);
   dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
   const auto amaxes = operand_amaxes(a, study, runs, dump, shapes, plan);
+  fmt::print("{}", plan.note(a.split_above));
+  std::fflush(stdout);
   std::vector<PieceResults> per = dist::map_items<PieceResults>(
       plan.costs(),
       [&](const std::vector<size_t>& items) { return study_pieces(a, study, runs, dump, src, plan, amaxes, items); },

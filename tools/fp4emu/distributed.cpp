@@ -174,6 +174,15 @@ std::vector<uint64_t> RowPlan::costs() const {
   return c;
 }
 
+std::string RowPlan::note(uint64_t split_above) const {
+  size_t tensors = 0, pieces_of_split = 0;
+  for (size_t t = 0; t + 1 < first.size(); ++t)
+    if (split(t)) ++tensors, pieces_of_split += first[t + 1] - first[t];
+  if (tensors == 0) return {};
+  return fmt::format("{} tensor(s) above --split-rows-above {} bytes studied as {} row pieces\n", tensors, split_above,
+                     pieces_of_split);
+}
+
 RowPlan plan_rows(std::span<const RowShape> tensors, uint64_t split_above) {
   RowPlan plan;
   for (size_t t = 0; t < tensors.size(); ++t) {
