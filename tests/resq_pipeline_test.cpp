@@ -3,10 +3,13 @@
 // synthetic targets of §6.1 and the robust conclusions of §6.4.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
+#include "fp4emu/analysis/gemm_f64.hpp"
 #include "fp4emu/analysis/resq.hpp"
 #include "fp4emu/error.hpp"
 
@@ -173,6 +176,70 @@ TEST(ResqPipeline, BadInputs) {
   EXPECT_THROW(study_resq("t", bad, synthetic_weights(2, 64, 0), o, parse_transform("none"), nullptr,
                           patterns({"dense"}), ResqOptions{}),
                InputError);
+}
+
+bool same_sums(const ResqSums& a, const ResqSums& b) { return std::memcmp(&a, &b, sizeof(ResqSums)) == 0; }
+
+// Several recipes at once give each recipe's study alone, bit for bit (Y and
+// the random masks shared, buffers reused), and every sum is the same bits
+// for 1 and 3 threads on a tensor of several 65 536-element chunks (m d
+// and m n), for both orders and both output GEMMs, with and without a
+// transform.
+TEST(ResqPipeline, RecipesTogetherAndAnyThreadCountGiveTheSameBits) {
+  const Tensor x = crafted(320, 512, 9);  // m d = m n = 163 840
+  const Tensor w = synthetic_weights(512, 512, 10);
+  const auto p = patterns({"none", "dense", "2:4", "channel50", "block32x64", "unstructured50", "random50", "row50"});
+  for (const char* transform : {"none", "rht"})
+    for (const ResqGemm gemm : {ResqGemm::fast, ResqGemm::f64})
+      for (bool sq : {false, true}) {
+        // f64 and the transform once each: the sums after them are shared
+        if ((gemm == ResqGemm::f64 || std::string(transform) != "none") && sq) continue;
+        if (gemm == ResqGemm::f64 && std::string(transform) != "none") continue;
+        SCOPED_TRACE(std::string(transform) + (sq ? " sq" : " qs") + (gemm == ResqGemm::fast ? " fast" : " f64"));
+        ResqOptions opt;
+        opt.order = sq ? ResqOrder::sq : ResqOrder::qs;
+        opt.gemm = gemm;
+        std::vector<QuantOptions> recipes;
+        for (const char* r : {"hif4.v14", "mxfp4.ocp", "nvfp4.te"}) {
+          recipes.emplace_back();
+          recipes.back().recipe = r;
+          recipes.back().threads = 1;
+        }
+        const auto together = study_resq("t", x, w, recipes, parse_transform(transform), nullptr, p, opt);
+        ASSERT_EQ(together.size(), recipes.size());
+        for (size_t ri = 0; ri < recipes.size(); ++ri)
+          for (int threads : {1, 3}) {
+            QuantOptions o = recipes[ri];
+            o.threads = threads;
+            const ResqTensorResult alone = study_resq("t", x, w, o, parse_transform(transform), nullptr, p, opt);
+            ASSERT_EQ(alone.rows.size(), p.size());
+            EXPECT_EQ(alone.residual_inexact, together[ri].residual_inexact);
+            for (size_t k = 0; k < p.size(); ++k)
+              EXPECT_TRUE(same_sums(alone.rows[k].sums, together[ri].rows[k].sums))
+                  << "recipe " << ri << " " << p[k].name << " threads " << threads;
+          }
+      }
+}
+
+// The fp32-weight form of gemm_abt_f64 (B widened as it is packed, written
+// into the caller's buffer) is the scalar definition on the widened B.
+TEST(ResqPipeline, GemmF64WithFp32WeightsIsTheScalarDefinition) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g;
+  for (auto [m, d, n] : {std::array<int64_t, 3>{5, 300, 37}, {17, 64, 16}, {1, 1, 1}}) {
+    std::vector<double> a(size_t(m * d));
+    std::vector<float> b(size_t(n * d));
+    for (double& v : a) v = g(rng);
+    for (float& v : b) v = g(rng);
+    const std::vector<double> want = gemm_abt_f64_scalar(a, std::vector<double>(b.begin(), b.end()), m, d, n);
+    for (int threads : {1, 3}) {
+      std::vector<double> c(size_t(m * n), -1.0);
+      gemm_abt_f64(a, b, m, d, n, threads, c);
+      EXPECT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(double)), 0) << m << "x" << d << "x" << n;
+    }
+  }
+  std::vector<double> small(3);
+  EXPECT_THROW(gemm_abt_f64(std::vector<double>(4), std::vector<float>(4), 2, 2, 2, 1, small), std::invalid_argument);
 }
 
 // With an exact transform the output references do not change: X' W'^T = X W^T.

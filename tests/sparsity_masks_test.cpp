@@ -4,6 +4,7 @@
 // random and tie-heavy data, plus hand-made examples.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -144,6 +145,35 @@ TEST(SparsityRanked, ChannelRowBlockUnstructured) {
           if (mask[a] && !mask[b]) ASSERT_TRUE(outranks(std::fabs(v[a]), a, std::fabs(v[b]), b));
     }
   }
+}
+
+// The masks split across threads (rows, column slices, tile rows, fixed
+// chunks of the unstructured ranking): on matrices of several chunks, every
+// pattern's mask is the same for 1, 2 and 3 threads, and unstructured keeps
+// exactly the first k of a full sort by (|v| descending, index), ties
+// crossing chunk boundaries included.
+TEST(SparsityThreads, EveryPatternTheSameForAnyThreadCountAndUnstructuredIsTheSortedTopK) {
+  const int64_t rows = 300, cols = 520;  // 156 000 elements: three 65 536-element chunks
+  for (int data = 0; data < 2; ++data) {
+    const std::vector<float> v = data ? tie_heavy(rows * cols, 11) : gaussian(rows * cols, 12);
+    for (const char* name : {"2:4", "3:7", "channel30", "row50", "block32x64", "block7x9", "unstructured50",
+                             "unstructured1", "unstructured99", "random50"}) {
+      const SparsityPattern p = parse_pattern(name, 0.5, 3);
+      const std::vector<uint8_t> one = sparsity_mask(p, v, rows, cols, 1);
+      for (int threads : {2, 3}) EXPECT_EQ(sparsity_mask(p, v, rows, cols, threads), one) << name << " " << threads;
+      if (p.kind != SparsityPattern::Kind::unstructured) continue;
+      std::vector<int64_t> idx(v.size());
+      for (size_t i = 0; i < idx.size(); ++i) idx[i] = int64_t(i);
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+      std::vector<uint8_t> want(v.size(), 0);
+      for (int64_t i = 0; i < kept_count(p.density, int64_t(v.size())); ++i) want[idx[i]] = 1;
+      EXPECT_EQ(one, want) << name << (data ? " tie-heavy" : " gaussian");
+    }
+  }
+  // All equal: the lowest indices; the extremes keep nothing or everything.
+  const std::vector<float> flat(200000, -2.5f);
+  const std::vector<uint8_t> m = sparsity_mask(parse_pattern("unstructured50"), flat, 1000, 200, 2);
+  for (size_t i = 0; i < flat.size(); ++i) ASSERT_EQ(m[i], i < 100000 ? 1 : 0) << i;
 }
 
 TEST(SparsityRandom, SeededExactCount) {

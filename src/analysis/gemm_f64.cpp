@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <omp.h>
+#include <stdexcept>
 #include <vector>
 
 #include "fp4emu/analysis/gemm_f64.hpp"
@@ -112,13 +113,17 @@ std::vector<double> gemm_abt_f64_scalar(std::span<const double> a, std::span<con
   return c;
 }
 
-std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const double> b, int64_t m, int64_t d,
-                                 int64_t n, int threads) {
+namespace {
+
+// B is double, or fp32 widened as it is packed (exact: the same bits as
+// widening B first, without a double copy of a large weight).
+template <class TB>
+void gemm_abt_into(std::span<const double> a, std::span<const TB> b, int64_t m, int64_t d, int64_t n, int threads,
+                   std::span<double> c) {
   using namespace gemm_f64_detail;
   const int64_t w = int64_t(HWY_DYNAMIC_DISPATCH(StripWidth)());
   const int64_t rows = int64_t(HWY_DYNAMIC_DISPATCH(StripRows)());
   const int64_t strips = (n + w - 1) / w;
-  std::vector<double> c(size_t(m * n));
   const int nt = threads > 0 ? threads : omp_get_max_threads();
 #pragma omp parallel num_threads(nt)
   {
@@ -130,7 +135,8 @@ std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const doub
       for (int64_t k0 = 0; k0 < d; k0 += kChunk) {
         const int64_t kc = std::min(kChunk, d - k0);
         for (int64_t j = 0; j < w; ++j)
-          for (int64_t k = 0; k < kc; ++k) bp[size_t(k * w + j)] = j < cols ? b[(j0 + j) * d + k0 + k] : 0.0;
+          for (int64_t k = 0; k < kc; ++k)
+            bp[size_t(k * w + j)] = j < cols ? double(b[(j0 + j) * d + k0 + k]) : 0.0;
         for (int64_t i0 = 0; i0 < m; i0 += rows)
           HWY_DYNAMIC_DISPATCH(StripChunk)(a.data() + i0 * d + k0, d, int(std::min<int64_t>(rows, m - i0)),
                                            bp.data(), kc, cs.data() + i0 * w);
@@ -139,7 +145,22 @@ std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const doub
         std::copy(cs.begin() + i * w, cs.begin() + i * w + cols, c.begin() + i * n + j0);
     }
   }
+}
+
+}  // namespace
+
+std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const double> b, int64_t m, int64_t d,
+                                 int64_t n, int threads) {
+  std::vector<double> c(size_t(m * n));
+  gemm_abt_into(a, b, m, d, n, threads, std::span<double>(c));
   return c;
+}
+
+void gemm_abt_f64(std::span<const double> a, std::span<const float> b, int64_t m, int64_t d, int64_t n, int threads,
+                  std::span<double> c) {
+  if (a.size() != size_t(m * d) || b.size() != size_t(n * d) || c.size() != size_t(m * n))
+    throw std::invalid_argument("gemm_abt_f64: operand sizes do not match m x d, n x d, m x n");
+  gemm_abt_into(a, b, m, d, n, threads, c);
 }
 
 }  // namespace fp4emu::analysis

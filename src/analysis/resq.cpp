@@ -26,60 +26,79 @@ double qsnr(double nmse) {
 }
 double div0(double a, double b) { return b == 0 ? 0.0 : a / b; }
 
-// C = A B^T (gemm_f64.hpp: the same bits for any thread count and target).
-std::vector<double> gemm_abt(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t d,
-                             int64_t n, int threads) {
-  return gemm_abt_f64(a, b, m, d, n, threads);
-}
-
 std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
 
-// The output-error products E Q(W)^T (e: m x d, Q(W): n x d) into `ey`,
-// m x n. The fp32 buffers are kept by the caller from one pattern to the
-// next: a gate/up tensor's m x n products are tens of megabytes.
-class OutputError {
- public:
-  OutputError(const std::vector<double>& qwd, const std::vector<float>& qw, int64_t m, int64_t d, int64_t n,
-              int threads, ResqGemm gemm)
-      : qwd_(qwd), qw_(qw), m_(m), d_(d), n_(n), threads_(threads), gemm_(gemm) {}
+// Sums over elements run in fixed chunks of kSumChunk elements, each in index
+// order, and the chunks' partial sums are added in chunk order
+// (docs/analysis.md §3.3 R6): the same bits for any thread count.
+constexpr int64_t kSumChunk = int64_t(1) << 16;
 
-  const std::vector<double>& operator()(const std::vector<double>& e) {
-    if (gemm_ == ResqGemm::f64) {
-      ey_ = gemm_abt(e, qwd_, m_, d_, n_, threads_);
-      return ey_;
-    }
-    // Q(W) is an fp32 tensor; E rounds to fp32 (it is a difference of fp32
-    // values, exact in fp32 unless its operands' exponents are far apart).
-    ef_.assign(e.begin(), e.end());
-    c_.resize(size_t(m_ * n_));
-    gemm_detail::fast_gemm(ef_.data(), qw_.data(), m_, n_, d_, thread_count(threads_), c_.data());
-    ey_.assign(c_.begin(), c_.end());
-    return ey_;
-  }
+// f(begin, end) -> Part over every chunk of [0, n), on the threads; the parts
+// in chunk order.
+template <class Part, class F>
+std::vector<Part> chunk_parts(int64_t n, int threads, F f) {
+  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<Part> parts(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static) num_threads(thread_count(threads))
+  for (int64_t c = 0; c < chunks; ++c) parts[size_t(c)] = f(c * kSumChunk, std::min(n, (c + 1) * kSumChunk));
+  return parts;
+}
 
- private:
-  const std::vector<double>& qwd_;
-  const std::vector<float>& qw_;
-  int64_t m_, d_, n_;
-  int threads_;
-  ResqGemm gemm_;
-  std::vector<float> ef_, c_;
-  std::vector<double> ey_;
+// sum of v[i]^2.
+template <class T>
+double energy(std::span<const T> v, int threads) {
+  double s = 0;
+  for (double p : chunk_parts<double>(int64_t(v.size()), threads, [&](int64_t b, int64_t e) {
+         double t = 0;
+         for (int64_t i = b; i < e; ++i) t += double(v[i]) * double(v[i]);
+         return t;
+       }))
+    s += p;
+  return s;
+}
+
+// The buffers of one tensor's study, kept from pattern to pattern and recipe
+// to recipe: a gate/up tensor's m x n products are tens of megabytes, and a
+// fresh allocation is paid again in page faults and zeroing.
+struct Buffers {
+  std::vector<double> y, ya;  // X W^T, X Q(W)^T (m x n)
+  std::vector<double> e;      // E = X^ - X (m x d), for the f64 output GEMM
+  std::vector<float> ef, c;   // E in fp32 and E Q(W)^T in fp32, for the fast one
+  std::vector<double> ey;     // E Q(W)^T in double (f64)
+  Tensor qw, dx, rq, qx;
 };
 
-// ||v - mask v||^2: what pruning deletes from v.
-double deleted_energy(const std::vector<float>& v, const std::vector<uint8_t>& mask) {
-  double s = 0;
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!mask[i]) s += double(v[i]) * double(v[i]);
-  return s;
+// The output-error product E Q(W)^T of the E last written into the buffers.
+// Returns the product's element i as a double.
+void output_error(Buffers& buf, const std::vector<float>& qw, int64_t m, int64_t d, int64_t n, int threads,
+                  ResqGemm gemm) {
+  if (gemm == ResqGemm::f64) {
+    buf.ey.resize(size_t(m * n));
+    gemm_abt_f64(buf.e, qw, m, d, n, threads, buf.ey);
+  } else {
+    // Q(W) is an fp32 tensor; E rounds to fp32 (it is a difference of fp32
+    // values, exact in fp32 unless its operands' exponents are far apart).
+    buf.c.resize(size_t(m * n));
+    gemm_detail::fast_gemm(buf.ef.data(), qw.data(), m, n, d, thread_count(threads), buf.c.data());
+  }
 }
 
-double energy(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s += double(x) * double(x);
-  return s;
+// Stores E's element i where the output GEMM reads it.
+inline void store_e(Buffers& buf, ResqGemm gemm, int64_t i, double e) {
+  if (gemm == ResqGemm::f64) buf.e[size_t(i)] = e;
+  else buf.ef[size_t(i)] = float(e);
 }
+
+// Partial sums over one chunk of the m x n outputs.
+struct OutputPart {
+  double out_err_sq = 0, out_err_y_sq = 0, yhat_sq = 0, yhat_dot_ya = 0, max_abs_out = 0;
+};
+
+// Partial sums over one chunk of the m x d elements of a pattern.
+struct ElementPart {
+  double act_err_sq = 0, drop_res = 0, drop_prim = 0;
+  int64_t kept = 0;
+};
 
 }  // namespace
 
@@ -139,6 +158,13 @@ std::optional<Tensor> find_weights(const Dump& weights, std::string_view activat
   }
   if (picked.empty()) return std::nullopt;
   Tensor w{{0, d}, {}};
+  // One allocation for the stack (a gate/up weight is hundreds of megabytes).
+  int64_t stacked = 0;
+  for (size_t i : picked) {
+    const std::vector<int64_t>& shape = weights.info(i).shape;
+    if (shape.size() == 2 && shape[1] == d) stacked += shape[0] * d;
+  }
+  w.data.reserve(size_t(stacked));
   for (size_t i : picked) {
     const DumpTensor t = weights.load(i);
     if (t.x.shape.size() != 2 || t.x.shape[1] != d)
@@ -162,9 +188,10 @@ Tensor synthetic_weights(int64_t n, int64_t d, uint64_t seed) {
   return w;
 }
 
-ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, const Tensor& w_in,
-                            const QuantOptions& options, const TransformSpec& transform, const Tensor* calib,
-                            const std::vector<SparsityPattern>& patterns, const ResqOptions& opt) {
+std::vector<ResqTensorResult> study_resq(const std::string& name, const TensorRef& x_in, const Tensor& w_in,
+                                         const std::vector<QuantOptions>& recipes, const TransformSpec& transform,
+                                         const Tensor* calib, const std::vector<SparsityPattern>& patterns,
+                                         const ResqOptions& opt) {
   if (transform.kind == TransformSpec::Kind::occ)
     throw InputError("resq: --transform occ is not combined with a residual (OCC is itself a compensation); "
                      "use none, rht or smoothquant");
@@ -175,115 +202,193 @@ ResqTensorResult study_resq(const std::string& name, const TensorRef& x_in, cons
                                  "must be n x {}",
                                  name, d, io::shape_string(w_in.shape), d));
   const int64_t n = w_in.shape[0];
-  // Working set: the weights in fp32 (given, transformed, quantized) and in
-  // double (two widened copies); three m x n products in double and, for
-  // the fast output GEMM, one in fp32.
-  checked_bytes({n, d, 3 * 4 + 2 * 8}, fmt::format("resq on tensor {}: weights of {} x {}", name, n, d),
+  // Working set: the weights in fp32 (given, transformed, quantized); two
+  // m x n products in double and one in fp32 (or a third in double for the
+  // f64 output GEMM).
+  checked_bytes({n, d, 3 * 4}, fmt::format("resq on tensor {}: weights of {} x {}", name, n, d),
                 "choose fewer weight rows (--n)");
-  checked_bytes({m, n, 3 * 8 + 4}, fmt::format("resq on tensor {}: outputs of {} x {}", name, m, n),
+  checked_bytes({m, n, 3 * 8}, fmt::format("resq on tensor {}: outputs of {} x {}", name, m, n),
                 "choose fewer weight rows (--n) or fewer tokens");
-  QuantOptions o = options;
-  o.axis = -1;
-  const int threads = options.threads;
   const TensorRef x2{{m, d}, x_in.data};  // the same values, as a matrix
-  const int block = block_size(resolve_options(o, x2.shape).recipe->format);
-  const PreparedTransform t(transform, block, x2, &w_in, calib);
   const bool none = transform.kind == TransformSpec::Kind::none;
-  const Tensor transformed = none ? Tensor{} : t.operand(x2);
-  const TensorRef x = none ? x2 : TensorRef(transformed);  // x_in itself is not copied
-  const Tensor w = t.weights(w_in);
-  QuantOptions ow = o;
-  ow.input_dtype = InputDType::f32;
-  if (!none) o.input_dtype = InputDType::f32;
+  const int64_t md = m * d, mn = m * n;
 
-  for (float v : x.data)
-    if (!std::isfinite(v))
-      throw InputError(fmt::format("resq: tensor {} holds NaN or Inf; the residual study needs finite inputs "
-                                   "(select other tensors with --tensor)",
-                                   name));
+  Buffers buf;
+  buf.e.resize(opt.gemm == ResqGemm::f64 ? size_t(md) : 0);
+  buf.ef.resize(opt.gemm == ResqGemm::fast ? size_t(md) : 0);
+  // A random mask does not look at the values: one per pattern for the
+  // residual, the primary and every recipe.
+  std::vector<std::vector<uint8_t>> random_masks(patterns.size());
+  auto random_mask = [&](size_t pi) -> const std::vector<uint8_t>& {
+    if (random_masks[pi].empty()) random_masks[pi] = sparsity_mask(patterns[pi], x_in.data, m, d);
+    return random_masks[pi];
+  };
+  // Without a transform X and W are the recipes' common operands, and Y =
+  // X W^T one product for all of them.
+  bool y_ready = false;
+  double x_sq = 0, y_sq = 0;
+  std::vector<double> xd;
 
-  // Primary and residual (docs/analysis.md §3).
-  const Tensor qx = fake_quant(x, o);
-  ResqTensorResult result;
-  Tensor dx{x.shape, std::vector<float>(x.data.size())};
-  for (size_t i = 0; i < x.data.size(); ++i) {
-    const double r = double(x.data[i]) - double(qx.data[i]);
-    dx.data[i] = float(r);
-    result.residual_inexact += double(dx.data[i]) != r;
-  }
-  QuantOptions orr = o;
-  orr.input_dtype = InputDType::f32;
-  const Tensor rq = fake_quant(dx, orr);  // fresh block scales (and NVFP4 tensor scale) from dX itself
-  const Tensor qw = fake_quant(w, ow);
+  std::vector<ResqTensorResult> results;
+  for (const QuantOptions& options : recipes) {
+    QuantOptions o = options;
+    o.axis = -1;
+    const int threads = options.threads;
+    const int block = block_size(resolve_options(o, x2.shape).recipe->format);
+    const PreparedTransform t(transform, block, x2, &w_in, calib);
+    const Tensor transformed = none ? Tensor{} : t.operand(x2);
+    const TensorRef x = none ? x2 : TensorRef(transformed);  // x_in itself is not copied
+    const Tensor transformed_w = none ? Tensor{} : t.weights(w_in);
+    const Tensor& w = none ? w_in : transformed_w;
+    QuantOptions ow = o;
+    ow.input_dtype = InputDType::f32;
+    if (!none) o.input_dtype = InputDType::f32;
 
-  // References: Y = X W^T, Y_A = X Q(W)^T.
-  const std::vector<double> xd = widen(x.data), qwd = widen(qw.data);
-  const std::vector<double> y = gemm_abt(xd, widen(w.data), m, d, n, threads);
-  const std::vector<double> ya = gemm_abt(xd, qwd, m, d, n, threads);
-  double x_sq = 0, y_sq = 0, ya_sq = 0;
-  for (double v : xd) x_sq += v * v;
-  for (double v : y) y_sq += v * v;
-  for (double v : ya) ya_sq += v * v;
-  const double res_sq = energy(rq.data), prim_sq = energy(qx.data);
+    if (!y_ready) {
+      for (float v : x.data)
+        if (!std::isfinite(v))
+          throw InputError(fmt::format("resq: tensor {} holds NaN or Inf; the residual study needs finite inputs "
+                                       "(select other tensors with --tensor)",
+                                       name));
+      // References: Y = X W^T.
+      xd = widen(x.data);
+      buf.y.resize(size_t(mn));
+      gemm_abt_f64(xd, w.data, m, d, n, threads, buf.y);
+      x_sq = energy<double>(xd, threads);
+      y_sq = energy<double>(buf.y, threads);
+      y_ready = none;
+    }
 
-  double none_err = kNaN;
-  OutputError output_error(qwd, qw.data, m, d, n, threads, opt.gemm);
-  std::vector<double> e(x.data.size());
-  for (const SparsityPattern& p : patterns) {
-    ResqRow row;
-    row.tensor = name;
-    row.pattern = p;
-    ResqSums& s = row.sums;
-    s.x_count = m * d, s.y_count = m * n, s.mdn = double(m) * double(d) * double(n);
-    s.x_sq = x_sq, s.y_sq = y_sq, s.ya_sq = ya_sq, s.res_sq = res_sq, s.prim_sq = prim_sq;
+    // Primary and residual (docs/analysis.md §3).
+    ResqTensorResult& result = results.emplace_back();
+    const Tensor qx = fake_quant(x, o);
+    buf.dx.shape = x.shape;
+    buf.dx.data.resize(size_t(md));
+    for (int64_t part : chunk_parts<int64_t>(md, threads, [&](int64_t b, int64_t e) {
+           int64_t inexact = 0;
+           for (int64_t i = b; i < e; ++i) {
+             const double r = double(x.data[i]) - double(qx.data[i]);
+             buf.dx.data[i] = float(r);
+             inexact += double(buf.dx.data[i]) != r;
+           }
+           return inexact;
+         }))
+      result.residual_inexact += part;
+    const Tensor& dx = buf.dx;
+    QuantOptions orr = o;
+    orr.input_dtype = InputDType::f32;
+    fake_quant(dx, orr, buf.rq);  // fresh block scales (and NVFP4 tensor scale) from dX itself
+    const std::vector<float>& rq = buf.rq.data;
+    fake_quant(w, ow, buf.qw);
+    const std::vector<float>& qw = buf.qw.data;
 
-    // S(Q(dX)) (qs) or Q(S(dX)) (sq); the Figure-4 measures always compare
-    // Q(dX) and Q(X) with their own masks.
-    std::vector<float> kept_res(x.data.size(), 0.0f);
-    if (p.kind != SparsityPattern::Kind::none) {
-      const std::vector<uint8_t> mask_r = sparsity_mask(p, rq.data, m, d);
-      const std::vector<uint8_t> mask_p = sparsity_mask(p, qx.data, m, d);
-      s.drop_res = deleted_energy(rq.data, mask_r);
-      s.drop_prim = deleted_energy(qx.data, mask_p);
-      if (opt.order == ResqOrder::qs) {
-        for (size_t i = 0; i < kept_res.size(); ++i) kept_res[i] = mask_r[i] ? rq.data[i] : 0.0f;
-        for (uint8_t k : mask_r) s.kept += k;
-      } else {
-        const std::vector<uint8_t> mask_dx = sparsity_mask(p, dx.data, m, d);
-        Tensor pruned{dx.shape, std::vector<float>(dx.data.size())};
-        for (size_t i = 0; i < pruned.data.size(); ++i) pruned.data[i] = mask_dx[i] ? dx.data[i] : 0.0f;
-        kept_res = fake_quant(pruned, orr).data;
-        for (uint8_t k : mask_dx) s.kept += k;
+    // Y_A = X Q(W)^T.
+    buf.ya.resize(size_t(mn));
+    gemm_abt_f64(xd, qw, m, d, n, threads, buf.ya);
+    const double ya_sq = energy<double>(buf.ya, threads);
+    const double res_sq = energy<float>(rq, threads), prim_sq = energy<float>(qx.data, threads);
+    const std::vector<double>&y = buf.y, &ya = buf.ya;
+
+    // The output sums of the E last multiplied (Y^ - Y_A = E Q(W)^T).
+    auto output_sums = [&](ResqSums& s) {
+      for (const OutputPart& q : chunk_parts<OutputPart>(mn, threads, [&](int64_t b, int64_t e) {
+             OutputPart q;
+             for (int64_t i = b; i < e; ++i) {
+               const double ey = opt.gemm == ResqGemm::f64 ? buf.ey[i] : double(buf.c[i]);
+               const double yhat = ya[i] + ey;
+               q.out_err_sq += ey * ey;
+               q.out_err_y_sq += (yhat - y[i]) * (yhat - y[i]);
+               q.yhat_sq += yhat * yhat;
+               q.yhat_dot_ya += yhat * ya[i];
+               q.max_abs_out = std::max(q.max_abs_out, std::fabs(ey));
+             }
+             return q;
+           })) {
+        s.out_err_sq += q.out_err_sq, s.out_err_y_sq += q.out_err_y_sq;
+        s.yhat_sq += q.yhat_sq, s.yhat_dot_ya += q.yhat_dot_ya;
+        s.max_abs_out = std::max(s.max_abs_out, q.max_abs_out);
       }
+    };
+
+    double none_err = kNaN;
+    std::vector<float> pruned_q;  // Q(S(dX)) under sq
+    for (size_t pi = 0; pi < patterns.size(); ++pi) {
+      const SparsityPattern& p = patterns[pi];
+      ResqRow row;
+      row.tensor = name;
+      row.pattern = p;
+      ResqSums& s = row.sums;
+      s.x_count = md, s.y_count = mn, s.mdn = double(m) * double(d) * double(n);
+      s.x_sq = x_sq, s.y_sq = y_sq, s.ya_sq = ya_sq, s.res_sq = res_sq, s.prim_sq = prim_sq;
+
+      // S(Q(dX)) (qs) or Q(S(dX)) (sq); the Figure-4 measures always compare
+      // Q(dX) and Q(X) with their own masks.
+      const bool pruning = p.kind != SparsityPattern::Kind::none;
+      const bool random = p.kind == SparsityPattern::Kind::random;
+      std::vector<uint8_t> own_r, own_p, own_dx;
+      if (pruning && !random) {
+        own_r = sparsity_mask(p, rq, m, d, threads);
+        own_p = sparsity_mask(p, qx.data, m, d, threads);
+      }
+      const std::vector<uint8_t>& mask_r = random ? random_mask(pi) : own_r;
+      const std::vector<uint8_t>& mask_p = random ? random_mask(pi) : own_p;
+      const std::vector<uint8_t>* kept_mask = &mask_r;  // the positions the residual keeps
+      if (pruning && opt.order == ResqOrder::sq) {
+        if (!random) own_dx = sparsity_mask(p, dx.data, m, d, threads);
+        const std::vector<uint8_t>& mask_dx = random ? random_mask(pi) : own_dx;
+        Tensor pruned{dx.shape, std::vector<float>(size_t(md))};
+#pragma omp parallel for schedule(static) num_threads(thread_count(threads))
+        for (int64_t i = 0; i < md; ++i) pruned.data[i] = mask_dx[i] ? dx.data[i] : 0.0f;
+        pruned_q = fake_quant(pruned, orr).data;
+        kept_mask = &mask_dx;
+      }
+      // E = X^ - X, and the pattern's element sums.
+      for (const ElementPart& q : chunk_parts<ElementPart>(md, threads, [&](int64_t b, int64_t e) {
+             ElementPart q;
+             for (int64_t i = b; i < e; ++i) {
+               float kept = 0.0f;
+               if (pruning) {
+                 kept = opt.order == ResqOrder::qs ? (mask_r[i] ? rq[i] : 0.0f) : pruned_q[i];
+                 q.kept += (*kept_mask)[i];
+                 // + 0 where kept: the same sum as skipping the element.
+                 q.drop_res += mask_r[i] ? 0.0 : double(rq[i]) * double(rq[i]);
+                 q.drop_prim += mask_p[i] ? 0.0 : double(qx.data[i]) * double(qx.data[i]);
+               }
+               const double ei = (double(qx.data[i]) + double(kept)) - xd[i];
+               store_e(buf, opt.gemm, i, ei);
+               q.act_err_sq += ei * ei;
+             }
+             return q;
+           })) {
+        s.act_err_sq += q.act_err_sq, s.drop_res += q.drop_res, s.drop_prim += q.drop_prim;
+        s.kept += q.kept;
+      }
+      output_error(buf, qw, m, d, n, threads, opt.gemm);
+      output_sums(s);
+      if (!pruning) none_err = s.out_err_sq;
+      row.mean_act_qsnr_db = row.act_qsnr_db();
+      row.mean_out_qsnr_db = row.out_qsnr_db();
+      result.rows.push_back(std::move(row));
     }
-    // E = X^ - X; Y^ - Y_A = E Q(W)^T.
-    for (size_t i = 0; i < e.size(); ++i) {
-      e[i] = (double(qx.data[i]) + double(kept_res[i])) - xd[i];
-      s.act_err_sq += e[i] * e[i];
+    // The no-residual baseline, for the recovered fraction (computed here if
+    // `none` was not among the patterns).
+    if (std::isnan(none_err)) {
+#pragma omp parallel for schedule(static) num_threads(thread_count(threads))
+      for (int64_t i = 0; i < md; ++i) store_e(buf, opt.gemm, i, double(qx.data[i]) - xd[i]);
+      output_error(buf, qw, m, d, n, threads, opt.gemm);
+      ResqSums s;
+      output_sums(s);
+      none_err = s.out_err_sq;
     }
-    const std::vector<double>& ey = output_error(e);
-    for (size_t i = 0; i < ey.size(); ++i) {
-      const double yhat = ya[i] + ey[i];
-      s.out_err_sq += ey[i] * ey[i];
-      s.out_err_y_sq += (yhat - y[i]) * (yhat - y[i]);
-      s.yhat_sq += yhat * yhat;
-      s.yhat_dot_ya += yhat * ya[i];
-      s.max_abs_out = std::max(s.max_abs_out, std::fabs(ey[i]));
-    }
-    if (p.kind == SparsityPattern::Kind::none) none_err = s.out_err_sq;
-    row.mean_act_qsnr_db = row.act_qsnr_db();
-    row.mean_out_qsnr_db = row.out_qsnr_db();
-    result.rows.push_back(std::move(row));
+    for (ResqRow& r : result.rows) r.sums.none_out_err_sq = none_err;
   }
-  // The no-residual baseline, for the recovered fraction (computed here if
-  // `none` was not among the patterns).
-  if (std::isnan(none_err)) {
-    none_err = 0;
-    for (size_t i = 0; i < e.size(); ++i) e[i] = double(qx.data[i]) - xd[i];
-    for (double v : output_error(e)) none_err += v * v;
-  }
-  for (ResqRow& r : result.rows) r.sums.none_out_err_sq = none_err;
-  return result;
+  return results;
+}
+
+ResqTensorResult study_resq(const std::string& name, const TensorRef& x, const Tensor& w, const QuantOptions& options,
+                            const TransformSpec& transform, const Tensor* calib,
+                            const std::vector<SparsityPattern>& patterns, const ResqOptions& opt) {
+  return std::move(study_resq(name, x, w, std::vector<QuantOptions>{options}, transform, calib, patterns, opt)[0]);
 }
 
 }  // namespace fp4emu::analysis

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "fp4emu/analysis/transforms.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/printable.hpp"
+#include "fp4emu/threads.hpp"
 
 namespace fp4emu::analysis {
 namespace {
@@ -123,17 +125,102 @@ SparsityPattern parse_pattern(std::string_view text, double default_density, uin
   bad(text, "unknown pattern");
 }
 
+namespace {
+
+// |v| as an unsigned key: for finite floats (and +-0, which tie) the order of
+// the keys is the order of the magnitudes.
+uint32_t magnitude_key(float v) { return std::bit_cast<uint32_t>(v) & 0x7fffffffu; }
+
+// The unstructured mask: the k largest magnitudes, ties to the lower index.
+// The k-th largest key T is found by two 16-bit radix histograms; every key
+// above T is kept, and of the keys equal to T the first (k - #above) in
+// index order. The same set as sorting by (|v| descending, index), in
+// passes that split across threads by fixed chunks (counts are exact, so the
+// mask does not depend on the thread count).
+void keep_largest(std::span<const float> values, int64_t k, int threads, std::vector<uint8_t>& mask) {
+  const int64_t total = int64_t(values.size());
+  if (k <= 0) return;
+  if (k >= total) {
+    std::fill(mask.begin(), mask.end(), 1);
+    return;
+  }
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (total + kChunk - 1) / kChunk;
+  const int nt = thread_count(threads);
+  // Counts of keys by 16-bit digit, over the keys whose high digit is `high`
+  // (or every key for the high digit itself).
+  auto histogram = [&](bool low_digit, uint32_t high) {
+    std::vector<int64_t> count(1 << 16, 0);
+#pragma omp parallel num_threads(nt)
+    {
+      std::vector<int64_t> mine(1 << 16, 0);
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < total; ++i) {
+        const uint32_t key = magnitude_key(values[i]);
+        if (!low_digit) ++mine[key >> 16];
+        else if ((key >> 16) == high) ++mine[key & 0xffffu];
+      }
+#pragma omp critical
+      for (size_t b = 0; b < mine.size(); ++b) count[b] += mine[b];
+    }
+    return count;
+  };
+  // The digit at which the running count from the top reaches `need`, and
+  // the count strictly above it.
+  auto find_digit = [](const std::vector<int64_t>& count, int64_t need, int64_t& above) {
+    above = 0;
+    for (int64_t b = int64_t(count.size()) - 1; b >= 0; --b) {
+      if (above + count[b] >= need) return uint32_t(b);
+      above += count[b];
+    }
+    return uint32_t(0);  // unreachable: the counts add up to at least need
+  };
+  int64_t above_high = 0, above_low = 0;
+  const uint32_t high = find_digit(histogram(false, 0), k, above_high);
+  const uint32_t low = find_digit(histogram(true, high), k - above_high, above_low);
+  const uint32_t threshold = (high << 16) | low;
+  const int64_t ties_kept = k - above_high - above_low;  // of the keys equal to the threshold, in index order
+  std::vector<int64_t> ties(chunks, 0);
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t t = 0;
+    for (int64_t i = c * kChunk; i < std::min(total, (c + 1) * kChunk); ++i) {
+      const uint32_t key = magnitude_key(values[i]);
+      mask[i] = key > threshold;
+      t += key == threshold;
+    }
+    ties[c] = t;
+  }
+  std::vector<int64_t> quota(chunks, 0);  // ties each chunk keeps: the earliest chunks first
+  for (int64_t c = 0, left = ties_kept; c < chunks; ++c) {
+    quota[c] = std::min(left, ties[c]);
+    left -= quota[c];
+  }
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t i = c * kChunk, q = quota[c]; q > 0 && i < std::min(total, (c + 1) * kChunk); ++i)
+      if (magnitude_key(values[i]) == threshold) mask[i] = 1, --q;
+}
+
+}  // namespace
+
+// Each pattern's passes split across threads so that every value is computed
+// by the same operations in the same order as by one thread: rows, columns
+// or tile rows are divided among the threads, each norm still adds its
+// elements in row-major order.
 std::vector<uint8_t> sparsity_mask(const SparsityPattern& p, std::span<const float> values, int64_t rows,
-                                   int64_t cols) {
+                                   int64_t cols, int threads) {
   if (rows < 0 || cols < 0 || values.size() != size_t(rows * cols))
     throw std::invalid_argument("sparsity_mask: values do not match rows x cols");
   const size_t total = values.size();
+  const int nt = thread_count(threads);
   std::vector<uint8_t> mask(total, 0);
   auto mag = [&](size_t i) { return std::fabs(double(values[i])); };
   switch (p.kind) {
     case Kind::none: break;
     case Kind::dense: std::fill(mask.begin(), mask.end(), 1); break;
     case Kind::n_of_m: {
+#pragma omp parallel for schedule(static) num_threads(nt)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t g = 0; g < cols; g += p.m) {
           const int len = int(std::min<int64_t>(p.m, cols - g));
@@ -154,51 +241,55 @@ std::vector<uint8_t> sparsity_mask(const SparsityPattern& p, std::span<const flo
       break;
     }
     case Kind::channel: {
+      // Columns in fixed slices of 64, each thread adding its columns' rows
+      // in row order.
       std::vector<double> norm(cols, 0.0);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) norm[c] += mag(r * cols + c) * mag(r * cols + c);
+      const int64_t slices = (cols + 63) / 64;
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t sl = 0; sl < slices; ++sl)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = sl * 64; c < std::min(cols, sl * 64 + 64); ++c) norm[c] += mag(r * cols + c) * mag(r * cols + c);
       const std::vector<int64_t> rank = ranking(norm);
-      for (int64_t k = 0; k < kept_count(p.density, cols); ++k)
-        for (int64_t r = 0; r < rows; ++r) mask[r * cols + rank[k]] = 1;
+      const int64_t kept = kept_count(p.density, cols);
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < kept; ++k) mask[r * cols + rank[k]] = 1;
       break;
     }
     case Kind::row: {
       std::vector<double> norm(rows, 0.0);
+#pragma omp parallel for schedule(static) num_threads(nt)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) norm[r] += mag(r * cols + c) * mag(r * cols + c);
       const std::vector<int64_t> rank = ranking(norm);
-      for (int64_t k = 0; k < kept_count(p.density, rows); ++k)
-        std::fill_n(mask.begin() + rank[k] * cols, cols, 1);
+      const int64_t kept = kept_count(p.density, rows);
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t k = 0; k < kept; ++k) std::fill_n(mask.begin() + rank[k] * cols, cols, 1);
       break;
     }
     case Kind::block: {
       const int64_t tr = (rows + p.block_rows - 1) / p.block_rows, tc = (cols + p.block_cols - 1) / p.block_cols;
       std::vector<double> norm(tr * tc, 0.0);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          norm[(r / p.block_rows) * tc + c / p.block_cols] += mag(r * cols + c) * mag(r * cols + c);
+      // One tile row per iteration: its tiles' norms add in row-major order.
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t t = 0; t < tr; ++t)
+        for (int64_t r = t * p.block_rows; r < std::min(rows, (t + 1) * p.block_rows); ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            norm[t * tc + c / p.block_cols] += mag(r * cols + c) * mag(r * cols + c);
       const std::vector<int64_t> rank = ranking(norm);
-      for (int64_t k = 0; k < kept_count(p.density, tr * tc); ++k) {
+      const int64_t kept = kept_count(p.density, tr * tc);
+#pragma omp parallel for schedule(static) num_threads(nt)
+      for (int64_t k = 0; k < kept; ++k) {
         const int64_t t0 = (rank[k] / tc) * p.block_rows, c0 = (rank[k] % tc) * p.block_cols;
         for (int64_t r = t0; r < std::min(rows, t0 + p.block_rows); ++r)
           for (int64_t c = c0; c < std::min(cols, c0 + p.block_cols); ++c) mask[r * cols + c] = 1;
       }
       break;
     }
-    case Kind::unstructured: {
-      const int64_t k = kept_count(p.density, int64_t(total));
-      std::vector<int64_t> idx(total);
-      std::iota(idx.begin(), idx.end(), 0);
-      // Strict total order (|v| descending, then index), so nth_element's
-      // choice is unique.
-      auto before = [&](int64_t a, int64_t b) { return mag(a) > mag(b) || (mag(a) == mag(b) && a < b); };
-      if (k > 0 && k < int64_t(total)) std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), before);
-      for (int64_t i = 0; i < k; ++i) mask[idx[i]] = 1;
-      break;
-    }
+    case Kind::unstructured: keep_largest(values, kept_count(p.density, int64_t(total)), threads, mask); break;
     case Kind::random: {
       // Partial Fisher-Yates shuffle: the first k positions of a seeded
-      // permutation.
+      // permutation (one thread: each draw depends on the previous swaps).
       const int64_t k = kept_count(p.density, int64_t(total));
       std::vector<int64_t> idx(total);
       std::iota(idx.begin(), idx.end(), 0);

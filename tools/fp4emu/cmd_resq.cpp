@@ -189,11 +189,12 @@ std::vector<TensorResq> study_tensors(const Args& a, const Study& study, const D
       const MatrixShape cs = as_matrix(c.x);
       calib_x = Tensor{{cs.rows, cs.cols}, std::move(c.x.data)};
     }
-    for (size_t ri = 0; ri < study.recipes.size(); ++ri) {
-      QuantOptions o = study_quant_options(study, *study.recipes[ri], t.dtype);
-      o.threads = study.threads;
-      tr.per_recipe.push_back(study_resq(t.name, t.x, w, o, transform, calib_x ? &*calib_x : nullptr, patterns, opt));
+    std::vector<QuantOptions> recipes;
+    for (const Recipe* recipe : study.recipes) {
+      recipes.push_back(study_quant_options(study, *recipe, t.dtype));
+      recipes.back().threads = study.threads;
     }
+    tr.per_recipe = study_resq(t.name, t.x, w, recipes, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
     done += double(dump.bytes(ti));
     progress.line(done, fmt::format("tensor {}/{} {} ({} x {}, n = {})", k + 1, items.size(), t.name, ms.rows,
                                     ms.cols, w.shape[0]));

@@ -14,6 +14,10 @@ namespace fp4emu::analysis {
 // everywhere (0: OpenMP's default).
 std::vector<double> gemm_abt_f64(std::span<const double> a, std::span<const double> b, int64_t m, int64_t d,
                                  int64_t n, int threads);
+// The same product with B in fp32 (widened exactly as it is packed: no double
+// copy of a large weight), written into `c` (m x n), which the caller reuses.
+void gemm_abt_f64(std::span<const double> a, std::span<const float> b, int64_t m, int64_t d, int64_t n, int threads,
+                  std::span<double> c);
 std::vector<double> gemm_abt_f64_scalar(std::span<const double> a, std::span<const double> b, int64_t m, int64_t d,
                                         int64_t n);
 

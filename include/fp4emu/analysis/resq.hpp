@@ -8,7 +8,8 @@
 // with its own block scales (and, for NVFP4, its own per-tensor scale); S
 // prunes the quantized codes (order qs, the paper's) without rescaling, or
 // prunes before quantizing (order sq, a labelled variant). Errors are
-// accumulated in double in a fixed order.
+// accumulated in double in a fixed order (fixed chunks, docs/analysis.md §3.3
+// R6), the same for any thread count.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -104,6 +105,14 @@ struct ResqTensorResult {
 ResqTensorResult study_resq(const std::string& name, const TensorRef& x, const Tensor& w, const QuantOptions& options,
                             const TransformSpec& transform, const Tensor* calib,
                             const std::vector<SparsityPattern>& patterns, const ResqOptions& opt);
+// The same study under several recipes at once, one result per recipe in
+// their order, each the same as study_resq with that recipe alone. What does
+// not depend on the recipe is done once: without a transform, Y = X W^T; the
+// random patterns' masks; the buffers of the m x n products.
+std::vector<ResqTensorResult> study_resq(const std::string& name, const TensorRef& x, const Tensor& w,
+                                         const std::vector<QuantOptions>& recipes, const TransformSpec& transform,
+                                         const Tensor* calib, const std::vector<SparsityPattern>& patterns,
+                                         const ResqOptions& opt);
 
 // The weights of the layer(s) that read activation `activation_name` from a
 // weights dump: when the name has a (layer, kind) role, every "*.weight"

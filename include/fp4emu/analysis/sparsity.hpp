@@ -47,8 +47,10 @@ int64_t kept_count(double fraction, int64_t count);
 // last group shorter than M (cols not a multiple of M) is treated as padded
 // with zeros, which are never preferred, so it keeps min(N, its length).
 // Partial edge tiles of a block pattern take part in the ranking as they are.
+// `threads` as everywhere (0: OpenMP's default); the mask is the same for any
+// count. Values must not be NaN (their rank is unspecified).
 std::vector<uint8_t> sparsity_mask(const SparsityPattern& pattern, std::span<const float> values, int64_t rows,
-                                   int64_t cols);
+                                   int64_t cols, int threads = 1);
 
 // The relative speed-up r_s of the sparse residual GEMM in the cost model
 // (docs/analysis.md §3.4): 2 for the hardware patterns 2:4 and 4:8 (sparse tensor
