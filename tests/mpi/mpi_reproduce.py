@@ -147,7 +147,8 @@ def write_rows_dump(path):
 def check_rows(args):
     """Row pieces of tensors above --split-rows-above: the same bytes for any
     N (and as one process), for compare (every recipe, NVFP4's per-tensor
-    amax from the first phase) and underflow (transforms none and rht)."""
+    amax from the first phase), underflow (transforms none and rht) and
+    inspect."""
     base = os.path.join(args.work, "rows_input")
     os.makedirs(base, exist_ok=True)
     dump = os.path.join(base, "rows.safetensors")
@@ -160,6 +161,7 @@ def check_rows(args):
                                           "--csv", out]),
         ("rows_underflow", lambda out: ["underflow", dump, "--transform", "none", "--transform", "rht", *split,
                                         "--out", out]),
+        ("rows_inspect", lambda out: ["inspect", dump, *split, "--json", out]),
     ]:
         check_study(args, name, argv_for)
         p = run([args.fp4emu] + argv_for(os.path.join(base, name + "_note")))

@@ -30,6 +30,7 @@ struct Args {
   bool bf16_bits = false;
   std::string json_out;
   std::string progress = "auto";
+  uint64_t split_above = dist::kDefaultSplitAbove;
   int threads = 0;
 };
 
@@ -42,12 +43,15 @@ std::string size_text(uint64_t bytes) {
   return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
 }
 
-// Widens and scans one tensor in chunks, so no fp32 copy of it is made.
-ValueStats scan(const io::TensorSet& set, size_t index, io::DType dtype, Progress& progress, double& done) {
+// Widens and scans bytes [begin, end) of one tensor (all of it, or a row
+// piece) in chunks, so no fp32 copy of it is made. ValueStats::add sums in
+// index order, so the chunks do not change the numbers.
+ValueStats scan(const io::TensorSet& set, size_t index, io::DType dtype, uint64_t begin, uint64_t end,
+                Progress& progress, double& done) {
   constexpr size_t kChunk = size_t{1} << 20;
   const io::TensorInfo& t = set.tensors()[index].info;
   const io::TensorBytes mapped = set.bytes(index);
-  const std::span<const uint8_t> bytes = mapped.bytes();
+  const std::span<const uint8_t> bytes = mapped.bytes().subspan(begin, end - begin);
   const size_t esize = io::dtype_size(dtype);
   const size_t n = bytes.size() / esize;
   std::vector<float> buf(std::min(n, kChunk));
@@ -68,28 +72,41 @@ ValueStats scan(const io::TensorSet& set, size_t index, io::DType dtype, Progres
 io::DType read_as(const Args& a, io::DType d) { return a.bf16_bits && d == io::DType::u16 ? io::DType::bf16 : d; }
 
 // The value statistics of every selected float tensor (none with
-// --header-only), spread over the ranks of an MPI job (all here when alone):
-// on rank 0, in selection order.
+// --header-only), spread over the ranks of an MPI job (all here when alone),
+// tensors above --split-rows-above as row pieces merged in row order: on
+// rank 0, in selection order.
 std::vector<ValueStats> scan_all(const Args& a, const io::TensorSet& set, const std::vector<size_t>& selected) {
-  std::vector<uint64_t> costs;
+  std::vector<dist::RowShape> shapes;
   for (size_t i : selected) {
     const io::TensorInfo& t = set.tensors()[i].info;
-    costs.push_back(!a.header_only && is_float(read_as(a, t.dtype)) ? t.nbytes : 0);
+    dist::RowShape r;
+    if (!a.header_only && is_float(read_as(a, t.dtype))) {  // others are not read: one piece of no cost
+      r.row_bytes = uint64_t(t.shape.empty() ? 1 : t.shape.back()) * io::dtype_size(read_as(a, t.dtype));
+      r.rows = r.row_bytes ? int64_t(t.nbytes / r.row_bytes) : 0;
+      r.splittable = t.shape.size() >= 2;
+    }
+    shapes.push_back(r);
   }
+  const dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
+  fmt::print("{}", plan.note(a.split_above));
+  const std::vector<uint64_t> costs = plan.costs();
   auto study = [&](const std::vector<size_t>& items) {
     double total = 0, done = 0;
     for (size_t k : items) total += static_cast<double>(costs[k]);
     Progress progress("inspect", a.header_only ? "never" : a.progress, total);
-    // Tensors in parallel, each into its own slot: the numbers do not depend
-    // on the thread count, and the first failing tensor in order is reported.
+    // Pieces in parallel, each into its own slot: the numbers do not depend
+    // on the thread count, and the first failing piece in order is reported.
     std::vector<ValueStats> out(items.size());
     std::vector<std::exception_ptr> errors(items.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count(a.threads))
     for (size_t n = 0; n < items.size(); ++n) {
-      if (costs[items[n]] == 0) continue;
+      const dist::Piece& p = plan.pieces[items[n]];
+      if (p.bytes == 0) continue;
       try {
-        const size_t i = selected[items[n]];
-        out[n] = scan(set, i, read_as(a, set.tensors()[i].info.dtype), progress, done);
+        const size_t i = selected[p.tensor];
+        const uint64_t row_bytes = shapes[p.tensor].row_bytes;
+        out[n] = scan(set, i, read_as(a, set.tensors()[i].info.dtype), uint64_t(p.row_begin) * row_bytes,
+                      uint64_t(p.row_end) * row_bytes, progress, done);
       } catch (...) {
         errors[n] = std::current_exception();
       }
@@ -100,7 +117,14 @@ std::vector<ValueStats> scan_all(const Args& a, const io::TensorSet& set, const 
   };
   auto encode = [](dist::Writer& w, const ValueStats& s) { w.put(s); };
   auto decode = [](dist::Reader& r, ValueStats& s) { r.get(s); };
-  return dist::map_items<ValueStats>(costs, study, encode, decode);
+  const std::vector<ValueStats> pieces = dist::map_items<ValueStats>(costs, study, encode, decode);
+  std::vector<ValueStats> out(selected.size());
+  if (!dist::is_root()) return out;
+  for (size_t t = 0; t < selected.size(); ++t) {
+    out[t] = pieces[plan.first[t]];
+    for (size_t k = plan.first[t] + 1; k < plan.first[t + 1]; ++k) out[t].merge(pieces[k]);
+  }
+  return out;
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -211,6 +235,7 @@ void add_inspect(CLI::App& app, Action& action) {
   cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
       ->default_val("auto");
   add_threads_option(cmd, args->threads, "Threads over tensors; results do not depend on it");
+  add_split_rows_option(cmd, args->split_above);
   cmd->footer("Example: fp4emu inspect data/sample_dump.safetensors --tensor 'model.layers.0.*'");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });
 }
