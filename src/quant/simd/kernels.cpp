@@ -361,12 +361,11 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         break;
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
-        QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
-                                            [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
-                                              scale[0] = MxQuantizeBlock<R>(p, in, c, RbitsAt(k, at));
-                                              scale[1] = MxQuantizeBlock<R>(p, in + kMxBlock, c + kMxBlock,
-                                                                            RbitsAt(k, at + kMxBlock));
-                                            });
+        const NibbleOrder nibbles = k.nibble_order;
+        QuantizeRun<kMxBlock, kMxBlock, true>(nibbles, 1, x, n, codes, scales,
+                                              [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) {
+                                                scale[0] = MxQuantizeBlock<R>(p, in, nibbles, packed, RbitsAt(k, at));
+                                              });
         break;
       }
       case KernelFamily::nvfp4:

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "codec-inl.h"
+#include "pack-inl.h"
 #include "fp4emu/quant/recipe.hpp"
 #include "hwy/highway.h"
 
@@ -162,30 +163,37 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
   }
 }
 
-// Writes 32 codes (sign in bit 3) of a block that is not a NaN block; returns the E8M0 code.
+// Writes the block's 32 codes (sign in bit 3) of a block that is not a NaN
+// block, nibble-packed in `order` (16 bytes at packed) from registers
+// (PackCodeVectors: no byte store read back wider); returns the E8M0 code.
 template <Rounding R>
 HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_bits, const float* HWY_RESTRICT x,
-                                          uint8_t* HWY_RESTRICT codes, const uint8_t* HWY_RESTRICT rbits) {
+                                          NibbleOrder order, uint8_t* HWY_RESTRICT packed,
+                                          const uint8_t* HWY_RESTRICT rbits) {
   const MxTag d;
   const hn::RebindToSigned<MxTag> di;
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
+  IntVec<MxTag> codes[kMxBlock / hn::MaxLanes(d)];
   for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
     const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
     const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
     const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, scaled)), hn::Set(di, 8));
-    StoreCodeBytes(d, hn::Or(E2m1Code(d, grid), sign), codes + i);
+    codes[i / hn::Lanes(d)] = hn::Or(E2m1Code(d, grid), sign);
   }
+  PackCodeVectors<kMxBlock>(di, order, codes, packed);
   return static_cast<uint8_t>(hn::GetLane(b.code));
 }
 
+// `packed`: the block's 16 bytes in the packed row (nibble order `order`).
 template <Rounding R>
-HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes,
-                                   const uint8_t* HWY_RESTRICT rbits) {
+HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT x, NibbleOrder order,
+                                   uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
   const MxTag d;
   const auto amax_bits = MxAmaxBits(d, x);
-  if (HWY_LIKELY(!MxIsNanBlock(d, p, amax_bits))) return MxQuantizeNumericBlock<R>(p, amax_bits, x, codes, rbits);
-  if (p.nan_block_codes == MxNanBlockCodes::torchao_cuda) {  // mxfp4.cpp nan_block_codes
-    for (int i = 0; i < kMxBlock; ++i) codes[i] = 0x4;
+  if (HWY_LIKELY(!MxIsNanBlock(d, p, amax_bits)))
+    return MxQuantizeNumericBlock<R>(p, amax_bits, x, order, packed, rbits);
+  if (p.nan_block_codes == MxNanBlockCodes::torchao_cuda) {  // mxfp4.cpp nan_block_codes: every code 0x4
+    std::fill(packed, packed + kMxBlock / 2, uint8_t{0x44});  // in any nibble order
     return kMxNanScale;
   }
   // mxfp4.cpp convention: the codes of the block with its poisoning lanes as +0.
@@ -194,7 +202,7 @@ HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT 
     const bool poison = std::isnan(x[i]) || (std::isinf(x[i]) && p.inf_amax == MxInfAmax::nan_block);
     cleaned[i] = poison ? 0.0f : x[i];
   }
-  MxQuantizeNumericBlock<R>(p, MxAmaxBits(d, cleaned), cleaned, codes, rbits);
+  MxQuantizeNumericBlock<R>(p, MxAmaxBits(d, cleaned), cleaned, order, packed, rbits);
   return kMxNanScale;
 }
 
