@@ -101,7 +101,7 @@ def bytes_per_element(op, recipe):
     block, scale_bytes = BLOCK[fmt]
     packed = 0.5 + scale_bytes / block
     passes = 0
-    if fmt == "nvfp4":
+    if fmt == "nvfp4" and op != "dequantize":
         passes += 0 if op == "fake_quant" and recipe in NV_SINGLE_LEVEL else 1
         passes += 1 if recipe == "nvfp4.te_2d" else 0
     return {"fake_quant": 8, "quantize": 4 + packed, "dequantize": packed + 4}[op] + 4 * passes
@@ -245,8 +245,9 @@ def main(argv):
     if counts_path:
         print(f"Instructions per element: callgrind, {doc.get('elements', '?')} values, fast path on {count_target}")
     print()
+    has_2t = any(name.endswith("/fast_2t") for name in runs)
     header = ["op", "recipe", "input", "reference", "fast 1t", "fast all (min-max)", "fast/ref per core",
-              "fast 1t / stream 1t", "fast all / stream all", "fast 2t / fast 1t"]
+              "fast 1t / stream 1t", "fast all / stream all"] + (["fast 2t / fast 1t"] if has_2t else [])
     if avx2_path:
         header.append(f"{avx2_context.get('simd_target', 'forced')} all / stream all")
     if counts_path:
@@ -271,7 +272,7 @@ def main(argv):
         two = runs.get(f"{stem}/fast_2t", [])
         all_ = runs.get(f"{stem}/fast_all", [])
         row = [op, recipe, dtype, fmt_rate(ref), fmt_rate(one), fmt_spread(all_), fmt_ratio(one, ref),
-               fmt_ratio(one, stream_1t), fmt_ratio(all_, stream_all), fmt_ratio(two, one)]
+               fmt_ratio(one, stream_1t), fmt_ratio(all_, stream_all)] + ([fmt_ratio(two, one)] if has_2t else [])
         if avx2_path:
             row.append(fmt_ratio(avx2.get(f"{stem}/fast_all", []), avx2.get("stream/-/f32/all", [])))
         if counts_path:
