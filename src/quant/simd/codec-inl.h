@@ -180,7 +180,12 @@ HWY_INLINE IntVec<D> CodeOf(D d, hn::Vec<D> grid) {
   if constexpr (!T.has_subnormals) {
     return normal;
   } else {
-    const auto subnormal = hn::ConvertTo(di, hn::Mul(grid, hn::Set(d, Pow2f(G::kMan - G::kEmin))));
+    // The integer grid * 2^(kMan - kEmin) (below 2^kMan where it is used) from
+    // the fp32 bits of its sum with 2^23, both steps exact: cheaper than a
+    // float-to-int conversion, which Highway follows with a saturation fix-up
+    // on x86 (4 more instructions per vector on AVX2).
+    const auto sum = hn::Add(hn::Mul(grid, hn::Set(d, Pow2f(G::kMan - G::kEmin))), hn::Set(d, 0x1p23f));
+    const auto subnormal = hn::Sub(hn::BitCast(di, sum), hn::Set(di, 0x4B000000));  // bits of 2^23
     return hn::IfThenElse(hn::RebindMask(di, hn::Lt(grid, hn::Set(d, Pow2f(G::kEmin)))), subnormal, normal);
   }
 }
