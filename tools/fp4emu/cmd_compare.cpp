@@ -354,52 +354,23 @@ Tensor load_piece(const io::TensorSet& set, const Selection& sel, const dist::Ro
   return x;
 }
 
-// NVFP4's per-tensor amax of every split tensor, per recipe (the first phase
-// of a split tensor, dist::plan_rows step 2): each piece's amax, shared with
-// every rank and reduced in piece order. A tensor whose amax the quantizer
+// NVFP4's per-tensor amax of every split tensor, per recipe: the first phase
+// of a split tensor (dist::first_phase). A tensor whose amax the quantizer
 // would refuse (NaN, Inf) is re-planned whole; `plan` changes then.
-std::vector<std::vector<std::optional<float>>> tensor_amaxes(const Args& a, const io::TensorSet& set,
-                                                             const Setup& setup, const Selection& sel,
-                                                             std::vector<dist::RowShape>& shapes,
-                                                             dist::RowPlan& plan) {
-  using Amaxes = std::vector<std::optional<float>>;  // per recipe
-  std::vector<Amaxes> out(sel.tensors.size(), Amaxes(setup.recipes.size()));
+dist::TensorValues tensor_amaxes(const Args& a, const io::TensorSet& set, const Setup& setup, const Selection& sel,
+                                 std::vector<dist::RowShape>& shapes, dist::RowPlan& plan) {
   bool nvfp4 = false;
   for (const Recipe* r : setup.recipes) nvfp4 = nvfp4 || r->format == Format::nvfp4;
-  std::vector<size_t> needed;  // pieces of split tensors
-  for (size_t k = 0; k < plan.pieces.size(); ++k)
-    if (nvfp4 && plan.split(plan.pieces[k].tensor)) needed.push_back(k);
-  if (needed.empty()) return out;
-  std::vector<uint64_t> costs;
-  for (size_t k : needed) costs.push_back(plan.pieces[k].bytes);
-  auto study = [&](const std::vector<size_t>& items) {
-    std::vector<Amaxes> res;
-    for (size_t i : items) {
-      const dist::Piece& p = plan.pieces[needed[i]];
-      const Tensor x = load_piece(set, sel, shapes[p.tensor], p);
-      Amaxes& a = res.emplace_back();
-      for (const Recipe* r : setup.recipes) a.push_back(piece_amax(*r, x.data));
-    }
-    return res;
-  };
-  auto encode = [](dist::Writer& w, const Amaxes& a) { w.put(a); };
-  auto decode = [](dist::Reader& r, Amaxes& a) { r.get(a); };
-  const std::vector<Amaxes> pieces = dist::shared_items<Amaxes>(costs, study, encode, decode);
-  bool replan = false;
-  for (size_t t = 0; t < sel.tensors.size(); ++t) {
-    if (!plan.split(t)) continue;
-    for (size_t r = 0; r < setup.recipes.size(); ++r) {
-      if (setup.recipes[r]->format != Format::nvfp4) continue;
-      std::vector<float> values;
-      for (size_t i = 0; i < needed.size(); ++i)
-        if (plan.pieces[needed[i]].tensor == t) values.push_back(*pieces[i][r]);
-      const float g = *piece_amax(*setup.recipes[r], values);
-      out[t][r] = g;
-      if (!usable_global_amax(*setup.recipes[r], g)) shapes[t].splittable = false, replan = true;
-    }
-  }
-  if (replan) plan = dist::plan_rows(shapes, a.split_above);
-  return out;
+  return dist::first_phase(
+      nvfp4, setup.recipes.size(), shapes, plan, a.split_above,
+      [&](const dist::Piece& p) {
+        const Tensor x = load_piece(set, sel, shapes[p.tensor], p);
+        std::vector<std::optional<float>> v;
+        for (const Recipe* r : setup.recipes) v.push_back(piece_amax(*r, x.data));
+        return v;
+      },
+      [&](size_t r, std::span<const float> amaxes) { return *piece_amax(*setup.recipes[r], amaxes); },
+      [&](size_t r, float amax) { return usable_global_amax(*setup.recipes[r], amax); });
 }
 
 // Every selected tensor under every recipe, spread over the ranks of an MPI

@@ -554,65 +554,29 @@ std::vector<dist::RowShape> row_shapes(const Study& study, const std::vector<Run
   return shapes;
 }
 
-// The NVFP4 runs' per-tensor amax of each split tensor's operand (the first
-// phase, distributed.hpp "row ranges"): per piece, shared with every rank,
-// reduced in piece order. A tensor whose amax the quantizer refuses is
-// re-planned whole.
-std::vector<std::vector<std::optional<float>>> operand_amaxes(const Args& a, const Study& study,
-                                                              const std::vector<Run>& runs, const Dump& dump,
-                                                              std::vector<dist::RowShape>& shapes,
-                                                              dist::RowPlan& plan) {
-  using Amaxes = std::vector<std::optional<float>>;  // per run
-  std::vector<Amaxes> out(dump.size(), Amaxes(runs.size()));
+// The NVFP4 runs' per-tensor amax of each split tensor's operand: the first
+// phase of a split tensor (dist::first_phase). A tensor whose amax the
+// quantizer refuses is re-planned whole.
+dist::TensorValues operand_amaxes(const Args& a, const Study& study, const std::vector<Run>& runs, const Dump& dump,
+                                  std::vector<dist::RowShape>& shapes, dist::RowPlan& plan) {
   bool nvfp4 = false;
   for (const Run& r : runs) nvfp4 = nvfp4 || r.recipe->format == Format::nvfp4;
-  std::vector<size_t> needed;
-  for (size_t k = 0; k < plan.pieces.size(); ++k)
-    if (nvfp4 && plan.split(plan.pieces[k].tensor)) needed.push_back(k);
-  if (needed.empty()) return out;
-  std::vector<uint64_t> costs;
-  for (size_t k : needed) costs.push_back(plan.pieces[k].bytes);
-  auto study_amax = [&](const std::vector<size_t>& items) {
-    std::vector<Amaxes> res(items.size());
-    std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(study.threads)
-    for (size_t k = 0; k < items.size(); ++k) {
-      try {
-        const dist::Piece& p = plan.pieces[needed[items[k]]];
+  return dist::first_phase(
+      nvfp4, runs.size(), shapes, plan, a.split_above,
+      [&](const dist::Piece& p) {
         const DumpTensor t = dump.load_rows(p.tensor, p.row_begin, p.row_end);
+        std::vector<std::optional<float>> v;
         for (const Run& r : runs) {
           QuantOptions o = study_quant_options(study, *r.recipe, t.dtype);
-          o.threads = 1;
-          res[k].push_back(r.recipe->format == Format::nvfp4
-                               ? piece_amax(*r.recipe, underflow_operand(t.x, o, r.transform, nullptr, nullptr).data)
-                               : std::nullopt);
+          o.threads = study.threads;
+          v.push_back(r.recipe->format == Format::nvfp4
+                          ? piece_amax(*r.recipe, underflow_operand(t.x, o, r.transform, nullptr, nullptr).data)
+                          : std::nullopt);
         }
-      } catch (...) {
-#pragma omp critical(fp4emu_underflow_error)
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
-    return res;
-  };
-  const std::vector<Amaxes> pieces = dist::shared_items<Amaxes>(
-      costs, study_amax, [](dist::Writer& w, const Amaxes& x) { w.put(x); },
-      [](dist::Reader& r, Amaxes& x) { r.get(x); });
-  bool replan = false;
-  for (size_t t = 0; t < dump.size(); ++t) {
-    if (!plan.split(t)) continue;
-    for (size_t ri = 0; ri < runs.size(); ++ri) {
-      if (runs[ri].recipe->format != Format::nvfp4) continue;
-      std::vector<float> values;
-      for (size_t i = 0; i < needed.size(); ++i)
-        if (plan.pieces[needed[i]].tensor == t) values.push_back(*pieces[i][ri]);
-      const float g = *piece_amax(*runs[ri].recipe, values);
-      out[t][ri] = g;
-      if (!usable_global_amax(*runs[ri].recipe, g)) shapes[t].splittable = false, replan = true;
-    }
-  }
-  if (replan) plan = dist::plan_rows(shapes, a.split_above);
-  return out;
+        return v;
+      },
+      [&](size_t ri, std::span<const float> amaxes) { return *piece_amax(*runs[ri].recipe, amaxes); },
+      [&](size_t ri, float amax) { return usable_global_amax(*runs[ri].recipe, amax); });
 }
 
 // Every run on rows of a split tensor, up to the parts.

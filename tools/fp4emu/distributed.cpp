@@ -204,6 +204,46 @@ RowPlan plan_rows(std::span<const RowShape> tensors, uint64_t split_above) {
   return plan;
 }
 
+TensorValues first_phase(bool needed, size_t values, std::vector<RowShape>& shapes, RowPlan& plan,
+                         uint64_t split_above,
+                         const std::function<std::vector<std::optional<float>>(const Piece&)>& piece_values,
+                         const std::function<float(size_t, std::span<const float>)>& reduce,
+                         const std::function<bool(size_t, float)>& usable) {
+  using Values = std::vector<std::optional<float>>;
+  TensorValues out(shapes.size(), Values(values));
+  std::vector<size_t> pieces;  // of split tensors
+  for (size_t k = 0; needed && k < plan.pieces.size(); ++k)
+    if (plan.split(plan.pieces[k].tensor)) pieces.push_back(k);
+  if (pieces.empty()) return out;
+  std::vector<uint64_t> costs;
+  for (size_t k : pieces) costs.push_back(plan.pieces[k].bytes);
+  auto study = [&](const std::vector<size_t>& items) {
+    std::vector<Values> res;
+    for (size_t i : items) res.push_back(piece_values(plan.pieces[pieces[i]]));
+    return res;
+  };
+  const std::vector<Values> got = shared_items<Values>(
+      costs, study, [](Writer& w, const Values& v) { w.put(v); }, [](Reader& r, Values& v) { r.get(v); });
+  bool replan = false;
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    if (!plan.split(t)) continue;
+    for (size_t v = 0; v < values; ++v) {
+      std::vector<float> parts;
+      for (size_t i = 0; i < pieces.size(); ++i)
+        if (plan.pieces[pieces[i]].tensor == t && got[i].at(v)) parts.push_back(*got[i][v]);
+      if (parts.empty()) continue;
+      out[t][v] = reduce(v, parts);
+      if (!usable(v, *out[t][v])) shapes[t].splittable = false, replan = true;
+    }
+  }
+  if (replan) {
+    plan = plan_rows(shapes, split_above);
+    for (size_t t = 0; t < shapes.size(); ++t)
+      if (!plan.split(t)) out[t].assign(values, std::nullopt);
+  }
+  return out;
+}
+
 std::string broadcast(std::string payload) {
 #ifdef FP4EMU_HAVE_MPI
   if (g_size > 1) {

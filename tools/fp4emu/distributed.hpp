@@ -14,6 +14,7 @@
 // no rank waits forever and no report is written.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -191,5 +192,20 @@ std::vector<R> shared_items(std::span<const uint64_t> costs,
   for (R& item : all) decode(r, item);
   return all;
 }
+
+// Step 2 for per-tensor values such as NVFP4's amax, `values` of them per
+// tensor (one per recipe or run): `piece_values(piece)` computes a piece's
+// (nullopt where a value does not apply), every rank receives every piece's,
+// `reduce(v, values)` combines a split tensor's pieces' value v in piece
+// order, and a tensor for which `usable(v, value)` is false is re-planned
+// whole (`shapes` and `plan` change). Returns the values of the split
+// tensors (nullopt elsewhere), [tensor][v]. Nothing is read when `needed`
+// is false.
+using TensorValues = std::vector<std::vector<std::optional<float>>>;
+TensorValues first_phase(bool needed, size_t values, std::vector<RowShape>& shapes, RowPlan& plan,
+                         uint64_t split_above,
+                         const std::function<std::vector<std::optional<float>>(const Piece&)>& piece_values,
+                         const std::function<float(size_t, std::span<const float>)>& reduce,
+                         const std::function<bool(size_t, float)>& usable);
 
 }  // namespace fp4emu::cli::dist
