@@ -5,8 +5,9 @@ problems, ``--group`` completions each (temperature ``--temperature``, a
 seeded generator) from the *rollout* model; the verifiable reward is exact
 match (task.reward); advantages are group-normalised, (r - mean) / (std +
 1e-4) within each prompt's group; the *training* model then takes
-``--epochs`` AdamW steps (``--lr`` 1e-5: at 1e-4 and above the fp32 policy
-drifts down here, docs/analysis.md §8.3) on the clipped policy loss
+``--epochs`` AdamW steps (``--lr`` 1e-5, optional linear ``--warmup``: at
+1e-4 and above the fp32 policy drifts down here; 3e-5 or 4x the prompts
+gain no more in 100 steps, docs/analysis.md §8.3) on the clipped policy loss
 -min(rho A, clip(rho, 1 - eps, 1 + eps) A), rho = p_new / p_old per completion
 token (p_old: the training model before the step's updates), averaged over
 the completion tokens.
@@ -28,8 +29,9 @@ reward per step, for each seed.
 
     PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rl_study --seeds 0 1 2 --jobs 2
 
-reads data/tiny_llm/model.safetensors and writes rl.{json,csv,png} to
-``--out``. The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
+(the defaults are the run of docs/analysis.md §8.3: 120 steps, exact match on
+1000 test problems every 30 steps) reads data/tiny_llm/model.safetensors and
+writes rl.{json,csv,png} to ``--out``. The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
 """
 from __future__ import annotations
 
@@ -248,7 +250,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default=str(CHECKPOINT))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=120)
     ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt (a multiple of 4 with --prompts)")
     ap.add_argument("--lr", type=float, default=1e-5)
@@ -258,8 +260,8 @@ def main(argv=None) -> int:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1, help="torch and fp4emu threads per run")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel processes")
-    ap.add_argument("--eval-every", type=int, default=10)
-    ap.add_argument("--eval-n", type=int, default=300)
+    ap.add_argument("--eval-every", type=int, default=30)
+    ap.add_argument("--eval-n", type=int, default=1000)
     ap.add_argument("--formats", nargs="+", default=["hif4.v14", "mxfp4.ocp"])
     ap.add_argument("--settings", nargs="+", default=None, help="only these settings (names as in the table)")
     ap.add_argument("--train-sr", action="store_true", help="stochastic rounding of the FP4 training gradients")
