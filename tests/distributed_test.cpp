@@ -128,6 +128,18 @@ TEST(DistributedRows, PiecesOfWholeTileRowsAboveTheThresholdOnly) {
   EXPECT_EQ(plan.note(1000), "1 tensor(s) above --split-rows-above 1000 bytes studied as 7 row pieces\n");
 }
 
+TEST(DistributedRows, RowsAreEveryAxisButTheLast) {
+  const RowShape m = row_shape({3, 41, 128}, 2, true);
+  EXPECT_EQ(m.rows, 123);
+  EXPECT_EQ(m.row_bytes, 256u);
+  EXPECT_TRUE(m.splittable);
+  const RowShape v = row_shape({4096}, 4, true);  // a vector: one row, never split
+  EXPECT_EQ(v.rows, 1);
+  EXPECT_EQ(v.row_bytes, 4096u * 4u);
+  EXPECT_FALSE(v.splittable);
+  EXPECT_FALSE(row_shape({64, 64}, 4, false).splittable);
+}
+
 TEST(DistributedJob, AloneTheSharedResultsAreTheResults) {
   const std::vector<uint64_t> costs = {1, 2};
   const std::vector<int> got = shared_items<int>(

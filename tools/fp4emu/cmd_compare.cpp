@@ -329,12 +329,8 @@ std::vector<dist::RowShape> row_shapes(const Args& a, const Setup& setup, const 
     const std::vector<int64_t>& shape = set.tensors()[sel.tensors[s]].info.shape;
     const int rank = static_cast<int>(shape.size());
     const bool last = a.axis == -1 || a.axis == rank - 1;
-    dist::RowShape r;
-    r.rows = 1;
-    for (int d = 0; d + 1 < rank; ++d) r.rows *= shape[size_t(d)];
-    r.row_bytes = uint64_t(shape.back()) * io::dtype_size(sel.dtypes[s]);
-    r.splittable = rank >= 2 && last && setup.options.rounding != Rounding::stochastic;
-    shapes.push_back(r);
+    shapes.push_back(dist::row_shape(shape, io::dtype_size(sel.dtypes[s]),
+                                     last && setup.options.rounding != Rounding::stochastic));
   }
   return shapes;
 }

@@ -79,13 +79,9 @@ std::vector<ValueStats> scan_all(const Args& a, const io::TensorSet& set, const 
   std::vector<dist::RowShape> shapes;
   for (size_t i : selected) {
     const io::TensorInfo& t = set.tensors()[i].info;
-    dist::RowShape r;
-    if (!a.header_only && is_float(read_as(a, t.dtype))) {  // others are not read: one piece of no cost
-      r.row_bytes = uint64_t(t.shape.empty() ? 1 : t.shape.back()) * io::dtype_size(read_as(a, t.dtype));
-      r.rows = r.row_bytes ? int64_t(t.nbytes / r.row_bytes) : 0;
-      r.splittable = t.shape.size() >= 2;
-    }
-    shapes.push_back(r);
+    // Tensors not read: one piece of no cost.
+    const bool read = !a.header_only && is_float(read_as(a, t.dtype));
+    shapes.push_back(read ? dist::row_shape(t.shape, io::dtype_size(read_as(a, t.dtype)), true) : dist::RowShape{});
   }
   const dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
   fmt::print("{}", plan.note(a.split_above));

@@ -544,12 +544,7 @@ std::vector<dist::RowShape> row_shapes(const Study& study, const std::vector<Run
   std::vector<dist::RowShape> shapes;
   for (size_t i = 0; i < dump.size(); ++i) {
     const io::TensorInfo& t = dump.info(i);
-    const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-    dist::RowShape r;
-    r.row_bytes = uint64_t(cols) * io::dtype_size(t.dtype);
-    r.rows = r.row_bytes ? int64_t(t.nbytes / r.row_bytes) : 1;
-    r.splittable = splittable && t.shape.size() >= 2;
-    shapes.push_back(r);
+    shapes.push_back(dist::row_shape(t.shape, io::dtype_size(t.dtype), splittable));
   }
   return shapes;
 }

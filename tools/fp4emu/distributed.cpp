@@ -168,6 +168,14 @@ std::vector<size_t> mine(std::span<const int> owners) {
   return items;
 }
 
+RowShape row_shape(const std::vector<int64_t>& shape, size_t element_size, bool splittable) {
+  RowShape r;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) r.rows *= shape[d];
+  r.row_bytes = uint64_t(shape.empty() ? 1 : shape.back()) * element_size;
+  r.splittable = splittable && shape.size() >= 2;
+  return r;
+}
+
 std::vector<uint64_t> RowPlan::costs() const {
   std::vector<uint64_t> c;
   for (const Piece& p : pieces) c.push_back(p.bytes);

@@ -100,6 +100,10 @@ struct RowShape {
   uint64_t row_bytes = 0;   // bytes of one row as stored
   bool splittable = false;  // false: one piece, whatever its size
 };
+// The rows of a tensor of `shape` (every axis but the last; a vector is one
+// row) whose elements are stored in `element_size` bytes; split only from
+// rank 2 up.
+RowShape row_shape(const std::vector<int64_t>& shape, size_t element_size, bool splittable);
 struct Piece {
   size_t tensor = 0;
   int64_t row_begin = 0, row_end = 0;  // rows [row_begin, row_end)
