@@ -4,8 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
+
+#if FP4EMU_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "fp4emu/analysis/gemm_f64.hpp"
 #include "fp4emu/analysis/sizes.hpp"
@@ -79,6 +84,26 @@ void output_error(Buffers& buf, const std::vector<float>& qw, int64_t m, int64_t
     // Q(W) is an fp32 tensor; E rounds to fp32 (it is a difference of fp32
     // values, exact in fp32 unless its operands' exponents are far apart).
     buf.c.resize(size_t(m * n));
+#if FP4EMU_HAVE_OPENBLAS
+    if (m <= INT_MAX && n <= INT_MAX && d <= INT_MAX) {
+      // The columns of C in fixed slices, one single-threaded sgemm each on
+      // OpenMP's threads: OpenBLAS's own pool and OpenMP's busy-wait after
+      // their work (src/gemm/gemm.cpp), and here, where the two alternate
+      // per pattern, both pools would be awake on the same cores. OpenBLAS
+      // divides C among its threads the same way, never the sums over d, so
+      // the slices give the same bits as one call (the reports of the study
+      // dump are byte-identical either way).
+      constexpr int64_t kSlice = 512;
+      const int before = openblas_get_num_threads();
+      openblas_set_num_threads(1);  // process-wide: set once around the slices
+#pragma omp parallel for schedule(dynamic, 1) num_threads(thread_count(threads))
+      for (int64_t j0 = 0; j0 < n; j0 += kSlice)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(std::min(kSlice, n - j0)), int(d), 1.0f,
+                    buf.ef.data(), int(d), qw.data() + j0 * d, int(d), 0.0f, buf.c.data() + j0, int(n));
+      openblas_set_num_threads(before);
+      return;
+    }
+#endif
     gemm_detail::fast_gemm(buf.ef.data(), qw.data(), m, n, d, thread_count(threads), buf.c.data());
   }
 }
