@@ -210,7 +210,8 @@ HWY_INLINE hn::Vec<D> S1p2GridOfExact(D d, hn::Vec<D> hi, hn::Vec<D> err,
 
 // The per-group factors from the L2 bits (b_of_l3: b of each L3 group's L2
 // group) and the L3 bits of lanes k.., with `exponent` added to b + c (V12's B).
-template <Hif4Elements K>
+// kValues: the decode factors too (fake-quant; quantize reads none).
+template <Hif4Elements K, bool kValues = true>
 HWY_INLINE void Hif4StoreFactors(Hif4Steps& s, int k, hn::Mask<Hif4L3Tag> b, hn::Mask<Hif4L3Tag> c,
                                  hn::Vec<Hif4L3Tag> r, hn::Vec<Hif4L3Tag> scale_value, int32_t exponent) {
   const Hif4L3Tag d;
@@ -222,12 +223,15 @@ HWY_INLINE void Hif4StoreFactors(Hif4Steps& s, int k, hn::Mask<Hif4L3Tag> b, hn:
   auto element_factor = Pow2FromBiased(d, hn::Sub(hn::Set(di, 127), shift));  // 2^-shift
   // a6 §6.5 step 6: bf16(Ea_rec * bf16(2^-b * 2^-c)), exact (no bf16 underflow: Ea_rec >= 2^-16).
   if constexpr (K == Hif4Elements::a6) element_factor = hn::Mul(r, element_factor);
-  const auto value_factor = hn::Mul(scale_value, Pow2FromBiased(d, hn::Add(shift, hn::Set(di, 125))));
   hn::StoreInterleaved4(element_factor, element_factor, element_factor, element_factor, d, s.element_factor + 4 * k);
-  hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d, s.value_factor + 4 * k);
+  if constexpr (kValues) {
+    const auto value_factor = hn::Mul(scale_value, Pow2FromBiased(d, hn::Add(shift, hn::Set(di, 125))));
+    hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d, s.value_factor + 4 * k);
+  }
 }
 
 // docs/spec/hif4.md §6.6 steps 1-4 (hif4.cpp v12_steps): integer exponents of the group maxima.
+template <bool kValues>
 HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
   const Hif4L3Tag d;
   const hn::RebindToSigned<Hif4L3Tag> di;
@@ -257,7 +261,7 @@ HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
     const auto threshold = hn::Add(hn::Set(di, block_exponent), hn::IfThenElseZero(hn::RebindMask(di, b), one));
     const auto c = hn::RebindMask(d, hn::Gt(e4_of(k), threshold));
     word |= MaskBits(d, c) << (16 + k);
-    Hif4StoreFactors<Hif4Elements::fp32>(s, k, b, c, hn::Set(d, 1.0f), hn::Set(d, 1.0f), block_exponent);
+    Hif4StoreFactors<Hif4Elements::fp32, kValues>(s, k, b, c, hn::Set(d, 1.0f), hn::Set(d, 1.0f), block_exponent);
   }
   s.reciprocal = 1.0f;  // t = |x| * 2^-(B+b+c), one rounding as ldexp's
   s.word = word;
@@ -271,11 +275,11 @@ HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
 // stalls). Returns false when the recipe has no scale for the block
 // (unclamped ranges, hif4.cpp e6m2_encode_unclamped): a NaN block whose bits
 // and codes are all 0.
-template <Hif4Elements K>
+template <Hif4Elements K, bool kValues = true>
 HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, Hif4Steps& s) {
   if constexpr (K == Hif4Elements::fp32) {
     if (rules.pow2_scale) {
-      Hif4ScaleV12(s);
+      Hif4ScaleV12<kValues>(s);
       return true;
     }
   }
@@ -342,7 +346,7 @@ HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, Hif4Steps& s) {
     const auto b = MaskFromBits(d, b_of_l3 >> k);
     const auto c = at_least(k, hn::IfThenElse(b, four, hn::Set(d, 2.0f)));
     word |= MaskBits(d, c) << (16 + k);
-    Hif4StoreFactors<K>(s, k, b, c, r, scale_value, 0);
+    Hif4StoreFactors<K, kValues>(s, k, b, c, r, scale_value, 0);
   }
   s.reciprocal = hn::GetLane(r);
   s.word = word;
@@ -451,7 +455,7 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
                                              const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
   const hn::RebindToSigned<Hif4ElementTag> di;
-  if (HWY_UNLIKELY(!Hif4Scale<K>(rules, s))) {  // hif4.cpp v14_steps: bits and codes 0
+  if (HWY_UNLIKELY(!(Hif4Scale<K, false>(rules, s)))) {  // hif4.cpp v14_steps: bits and codes 0
     std::fill(packed, packed + kHif4Block / 2, uint8_t{0});
     return kHif4NanScale;
   }
