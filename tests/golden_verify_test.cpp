@@ -965,6 +965,14 @@ TEST(GoldenVerifyWhy, StochasticCasesCatchRoundToNearestAndTheOtherByteMap) {
   }
 }
 
+// The candidate's block scale `block` of case `id` one UE4M3 code smaller.
+void lower_block_scale(const fs::path& cand, const std::string& id, int block) {
+  io::Array sc = io::read_npy(cand / (id + "/scales.npy"));
+  ASSERT_GT(sc.bytes[block], 1);
+  sc.bytes[block] -= 1;
+  io::write_npy(cand / (id + "/scales.npy"), sc);
+}
+
 // A truncated NVFP4 block scale, with the code and value it spoils, plus a
 // code-only fault in a later block: the scale is listed first, with its
 // context, and the case line names both causes.
@@ -972,10 +980,7 @@ TEST(GoldenVerifyWhy, RootCauseFirstPerBlock) {
   const std::string id = "nvfp4.te/random_llm_bf16";  // [32, 64]: 4 blocks a row
   testing::TempDir cand;
   copy_outputs(cand.path(), {id});
-  io::Array sc = io::read_npy(cand / (id + "/scales.npy"));
-  ASSERT_GT(sc.bytes[5], 1);
-  sc.bytes[5] -= 1;
-  io::write_npy(cand / (id + "/scales.npy"), sc);
+  ASSERT_NO_FATAL_FAILURE(lower_block_scale(cand.path(), id, 5));
   flip(cand.path(), id + "/dequant.npy", 4 * (1 * 64 + 16 + 3), 0);  // block 5, element 3
   flip(cand.path(), id + "/codes.npy", 1 * 32 + 8 + 1, 0);            // block 5, element 2
   flip(cand.path(), id + "/codes.npy", 2 * 32 + 0, 4);                // block 8, element 1
@@ -1012,10 +1017,7 @@ TEST(GoldenVerifyWhy, RootCauseSurvivesThePerBlockCap) {
   const std::string id = "nvfp4.te/random_llm_bf16";  // [32, 64]: 4 blocks a row
   testing::TempDir cand;
   copy_outputs(cand.path(), {id});
-  io::Array sc = io::read_npy(cand / (id + "/scales.npy"));
-  ASSERT_GT(sc.bytes[5], 1);
-  sc.bytes[5] -= 1;
-  io::write_npy(cand / (id + "/scales.npy"), sc);
+  ASSERT_NO_FATAL_FAILURE(lower_block_scale(cand.path(), id, 5));
   for (int byte = 0; byte < 4; ++byte) flip(cand.path(), id + "/codes.npy", 1 * 32 + 8 + byte, 0);  // block 5
   VerifyOptions o = all_reported();
   o.filter.cases = {id};
