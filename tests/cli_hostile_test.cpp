@@ -217,6 +217,10 @@ const Valid kValid[] = {
     {"underflow", "--threads", "0", "0 = every hardware thread"},
     {"resq", "--threads", "0", "0 = every hardware thread"},
     {"compare", "--threads", "0", "0 = every hardware thread"},
+    // A row-piece threshold of 2 GiB is a size like any other.
+    {"compare", "--split-rows-above", "2147483648", "2 GiB"},
+    {"inspect", "--split-rows-above", "2147483648", "2 GiB"},
+    {"underflow", "--split-rows-above", "2147483648", "2 GiB"},
     {"inspect", "--threads", "0", "0 = every hardware thread"},
     {"golden verify", "--threads", "0", "0 = every hardware thread"},
     {"sample", "--threads", "0", "0 = every hardware thread"},

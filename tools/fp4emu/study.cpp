@@ -56,6 +56,15 @@ void add_split_rows_option(CLI::App* cmd, uint64_t& split_above) {
                   "digits may differ from a whole-tensor run), the same for any number of ranks (default: 256MiB; "
                   "docs/analysis.md §1.6)")
       ->transform(CLI::AsSizeValue(false))
+      // transform() puts a validator in front, so this runs before the size
+      // conversion, which would read "-1" as 2^64 - 1 bytes.
+      ->transform(CLI::Validator(
+          [](std::string& text) {
+            return text.find('-') == std::string::npos
+                       ? std::string()
+                       : "'" + text + "' is negative; give a size in bytes of 1 or more (e.g. 512MiB)";
+          },
+          "SIZE"))
       ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
 }
 
