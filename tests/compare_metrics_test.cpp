@@ -105,7 +105,7 @@ TEST(CompareMetrics, ErrorStatsEqualPlainLoopsForEveryFormat) {
       const Expected e = plain_loops(x.data, q.data);
       // With an Inf input, nvfp4.torchao's per-tensor scale is Inf and every
       // output is non-finite: then only the counts are compared.
-      if (!specials) ASSERT_GT(e.count, 1000);
+      if (!specials) { ASSERT_GT(e.count, 1000); }
       expect_matches(error_stats(x.data, q.data), e);
       // and through compare_recipe, the path the CLI takes
       expect_matches(compare_recipe(x, InputDType::f32, *find_recipe(recipe), {}).stats, e);

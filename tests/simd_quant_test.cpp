@@ -550,7 +550,7 @@ TEST_P(SimdVsReference, OutputDoesNotDependOnTheThreadCount) {
   for (int threads : {2, 3, 8}) {
     o.threads = threads;
     EXPECT_TRUE(first_mismatch(x, one.data, fake_quant(x, o).data).empty()) << threads << " threads";
-    if (packed) EXPECT_TRUE(packed_mismatch(one_packed, quantize(x, o)).empty()) << threads << " threads";
+    if (packed) { EXPECT_TRUE(packed_mismatch(one_packed, quantize(x, o)).empty()) << threads << " threads"; }
   }
   o.impl = Impl::reference;
   EXPECT_TRUE(first_mismatch(x, fake_quant(x, o).data, one.data).empty());

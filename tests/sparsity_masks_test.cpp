@@ -55,9 +55,10 @@ TEST(SparsityNM, EveryNOfMUpTo16KeepsTheLargestWithLowestIndexTies) {
               ASSERT_EQ(kept, std::min<int64_t>(n, len)) << n << ":" << m << " group " << g;
               for (int64_t i = g; i < g + len; ++i)
                 for (int64_t j = g; j < g + len; ++j)
-                  if (mask[r * cols + i] && !mask[r * cols + j])
+                  if (mask[r * cols + i] && !mask[r * cols + j]) {
                     ASSERT_TRUE(outranks(std::fabs(v[r * cols + i]), i, std::fabs(v[r * cols + j]), j))
                         << n << ":" << m << " kept " << i << " over " << j;
+                  }
             }
         }
 }
@@ -96,7 +97,7 @@ TEST(SparsityRanked, ChannelRowBlockUnstructured) {
       EXPECT_EQ(kept, 10);
       for (int64_t a = 0; a < cols; ++a)
         for (int64_t b = 0; b < cols; ++b)
-          if (mask[a] && !mask[b]) ASSERT_TRUE(outranks(norm[a], a, norm[b], b));
+          if (mask[a] && !mask[b]) { ASSERT_TRUE(outranks(norm[a], a, norm[b], b)); }
     }
     // Row: whole rows.
     {
@@ -112,7 +113,7 @@ TEST(SparsityRanked, ChannelRowBlockUnstructured) {
       EXPECT_EQ(kept, 6);
       for (int64_t a = 0; a < rows; ++a)
         for (int64_t b = 0; b < rows; ++b)
-          if (mask[a * cols] && !mask[b * cols]) ASSERT_TRUE(outranks(norm[a], a, norm[b], b));
+          if (mask[a * cols] && !mask[b * cols]) { ASSERT_TRUE(outranks(norm[a], a, norm[b], b)); }
     }
     // Block 5x16 on 12x40: 3 x 3 tiles, partial at the edges; keep 50% = round(4.5) = 5.
     {
@@ -132,7 +133,7 @@ TEST(SparsityRanked, ChannelRowBlockUnstructured) {
       EXPECT_EQ(kept, 5);
       for (int a = 0; a < 9; ++a)
         for (int b = 0; b < 9; ++b)
-          if (tile_kept[a] && !tile_kept[b]) ASSERT_TRUE(outranks(norm[a], a, norm[b], b));
+          if (tile_kept[a] && !tile_kept[b]) { ASSERT_TRUE(outranks(norm[a], a, norm[b], b)); }
     }
     // Unstructured: the global top half by |v|.
     {
@@ -142,7 +143,7 @@ TEST(SparsityRanked, ChannelRowBlockUnstructured) {
       EXPECT_EQ(kept, rows * cols / 2);
       for (int64_t a = 0; a < rows * cols; ++a)
         for (int64_t b = 0; b < rows * cols; ++b)
-          if (mask[a] && !mask[b]) ASSERT_TRUE(outranks(std::fabs(v[a]), a, std::fabs(v[b]), b));
+          if (mask[a] && !mask[b]) { ASSERT_TRUE(outranks(std::fabs(v[a]), a, std::fabs(v[b]), b)); }
     }
   }
 }

@@ -132,13 +132,13 @@ void check_against_loops(const Tensor& x, const std::string& recipe) {
     int64_t tn = 0, tf = 0;
     for (int64_t c = 0; c < d; ++c)
       if (x.data[r * d + c] != 0) ++tn, tf += q.data[r * d + c] == 0;
-    if (tn) EXPECT_DOUBLE_EQ(s.token_ur[r], double(tf) / tn);
+    if (tn) { EXPECT_DOUBLE_EQ(s.token_ur[r], double(tf) / tn); }
   }
   for (int64_t c = 0; c < d; ++c) {
     int64_t cn = 0, cf = 0;
     for (int64_t r = 0; r < m; ++r)
       if (x.data[r * d + c] != 0) ++cn, cf += q.data[r * d + c] == 0;
-    if (cn) EXPECT_DOUBLE_EQ(s.channel_ur[c], double(cf) / cn);
+    if (cn) { EXPECT_DOUBLE_EQ(s.channel_ur[c], double(cf) / cn); }
   }
 }
 

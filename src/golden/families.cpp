@@ -151,7 +151,7 @@ QuantOptions golden_options(const Recipe& recipe, InputDType dtype) {
 }
 
 Probe::Probe(const Recipe& recipe, const QuantOptions& options, InputGrid grid)
-    : recipe_(recipe), options_(options), grid_(grid), block_(block_size(recipe.format)) {
+    : options_(options), grid_(grid), block_(block_size(recipe.format)) {
   options_.axis = -1;
   options_.nibble_order = NibbleOrder::low_first;  // element p in byte p/2, nibble p&1
   options_.tail.reset();

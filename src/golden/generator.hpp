@@ -68,7 +68,6 @@ class Probe {
   std::vector<float> dequantize_block(const PackedTensor& p) const;
 
  private:
-  const Recipe& recipe_;
   QuantOptions options_;
   InputGrid grid_;
   int block_;

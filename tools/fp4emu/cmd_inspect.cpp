@@ -148,11 +148,7 @@ int run(const Args& a) {
   }
 
   size_t name_width = 6;
-  double total_bytes = 0;
-  for (size_t i : selected) {
-    name_width = std::max(name_width, set.tensors()[i].info.name.size());
-    total_bytes += static_cast<double>(set.tensors()[i].info.nbytes);
-  }
+  for (size_t i : selected) name_width = std::max(name_width, set.tensors()[i].info.name.size());
   name_width = std::min<size_t>(name_width, 60);
   fmt::print("\n{:<{}} {:>5} {:>16} {:>10}", "tensor", name_width, "dtype", "shape", "size");
   if (!a.header_only)
