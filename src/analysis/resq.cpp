@@ -18,6 +18,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/array.hpp"
 #include "fp4emu/threads.hpp"
+#include "src/analysis/chunks.hpp"
 #include "src/gemm/models.hpp"
 
 namespace fp4emu::analysis {
@@ -32,22 +33,6 @@ double qsnr(double nmse) {
 double div0(double a, double b) { return b == 0 ? 0.0 : a / b; }
 
 std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
-
-// Sums over elements run in fixed chunks of kSumChunk elements, each in index
-// order, and the chunks' partial sums are added in chunk order
-// (docs/analysis.md §3.3 R6): the same bits for any thread count.
-constexpr int64_t kSumChunk = int64_t(1) << 16;
-
-// f(begin, end) -> Part over every chunk of [0, n), on the threads; the parts
-// in chunk order.
-template <class Part, class F>
-std::vector<Part> chunk_parts(int64_t n, int threads, F f) {
-  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  std::vector<Part> parts(static_cast<size_t>(chunks));
-#pragma omp parallel for schedule(static) num_threads(thread_count(threads))
-  for (int64_t c = 0; c < chunks; ++c) parts[size_t(c)] = f(c * kSumChunk, std::min(n, (c + 1) * kSumChunk));
-  return parts;
-}
 
 // sum of v[i]^2.
 template <class T>

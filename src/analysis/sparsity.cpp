@@ -13,6 +13,7 @@
 #include "fp4emu/error.hpp"
 #include "fp4emu/io/printable.hpp"
 #include "fp4emu/threads.hpp"
+#include "src/analysis/chunks.hpp"
 
 namespace fp4emu::analysis {
 namespace {
@@ -144,8 +145,6 @@ void keep_largest(std::span<const float> values, int64_t k, int threads, std::ve
     std::fill(mask.begin(), mask.end(), 1);
     return;
   }
-  constexpr int64_t kChunk = 1 << 16;
-  const int64_t chunks = (total + kChunk - 1) / kChunk;
   const int nt = thread_count(threads);
   // Counts of keys by 16-bit digit, over the keys whose high digit is `high`
   // (or every key for the high digit itself).
@@ -180,17 +179,16 @@ void keep_largest(std::span<const float> values, int64_t k, int threads, std::ve
   const uint32_t low = find_digit(histogram(true, high), k - above_high, above_low);
   const uint32_t threshold = (high << 16) | low;
   const int64_t ties_kept = k - above_high - above_low;  // of the keys equal to the threshold, in index order
-  std::vector<int64_t> ties(chunks, 0);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t c = 0; c < chunks; ++c) {
+  const std::vector<int64_t> ties = chunk_parts<int64_t>(total, threads, [&](int64_t b, int64_t e) {
     int64_t t = 0;
-    for (int64_t i = c * kChunk; i < std::min(total, (c + 1) * kChunk); ++i) {
+    for (int64_t i = b; i < e; ++i) {
       const uint32_t key = magnitude_key(values[i]);
       mask[i] = key > threshold;
       t += key == threshold;
     }
-    ties[c] = t;
-  }
+    return t;
+  });
+  const int64_t chunks = int64_t(ties.size());
   std::vector<int64_t> quota(chunks, 0);  // ties each chunk keeps: the earliest chunks first
   for (int64_t c = 0, left = ties_kept; c < chunks; ++c) {
     quota[c] = std::min(left, ties[c]);
