@@ -20,6 +20,11 @@ spec_ref of every recipe (`fp4emu formats --json`).
 Usage: check_refs.py [--root DIR] [--cli PATH/TO/fp4emu]
        check_refs.py --self-test     (the checker finds planted bad refs)
 Exit status: 0 all references resolve, 1 some do not (each is listed).
+
+Commands in the Markdown files' shell blocks are references too: a command
+that starts with a repository path (`bench/make_study_dump.py ...`,
+`tools/test.sh`) must name an executable file, or a reader's copy of the
+command fails with "Permission denied".
 """
 import argparse
 import json
@@ -88,6 +93,37 @@ def check_text(text, where, root, errors):
                 errors.append(f'{loc}: {rel} has no heading "{quoted}"')
 
 
+SHELL_FENCES = {"", "sh", "bash", "shell", "console"}
+COMMAND_WRAPPERS = {"sudo", "env", "time", "exec", "nohup", "nice"}
+REPO_PATH = re.compile(r"(?:\./)?[\w.-]+(?:/[\w.-]+)+")
+
+
+def check_commands(text, where, root, errors):
+    """Append one message per shell-block command that runs a repository file
+    without the executable bit."""
+    fence, continued = None, False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = stripped[3:].strip().lower() if fence is None else None
+            continue
+        # A line after a trailing backslash holds arguments, not a command.
+        was_continued, continued = continued, stripped.endswith("\\")
+        if fence not in SHELL_FENCES or stripped.startswith("#") or was_continued:
+            continue
+        for command in re.split(r"&&|\|\||[;|]", stripped.removeprefix("$ ")):
+            words = command.split()
+            while words and (re.match(r"\w+=", words[0]) or words[0] in COMMAND_WRAPPERS
+                             or words[0].startswith("-") or words[0].isdigit()):
+                words.pop(0)
+            if not words or not REPO_PATH.fullmatch(words[0]):
+                continue
+            path = os.path.join(root, words[0])
+            if os.path.isfile(path) and not os.access(path, os.X_OK):
+                errors.append(f"{where}:{lineno}: the command runs {words[0]}, which is not executable "
+                              f"(git update-index --chmod=+x {words[0].removeprefix('./')})")
+
+
 def scan_files(root):
     for f in SCAN_FILES:
         if os.path.isfile(os.path.join(root, f)):
@@ -110,6 +146,8 @@ def check_tree(root, errors):
         except UnicodeDecodeError:
             continue
         check_text(text, rel, root, errors)
+        if rel.endswith(".md"):
+            check_commands(text, rel, root, errors)
         n += 1
     return n
 
@@ -174,9 +212,18 @@ def self_test():
                "// DESIGN.md §3\n")                      # design notes
         with open(os.path.join(root, "src/a.cpp"), "w") as f:
             f.write(good + bad)
+        os.makedirs(os.path.join(root, "tools"))
+        for name, mode in (("run.sh", 0o755), ("plain.sh", 0o644)):
+            with open(os.path.join(root, "tools", name), "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(os.path.join(root, "tools", name), mode)
+        with open(os.path.join(root, "docs/use.md"), "w") as f:
+            f.write("```sh\ntools/run.sh --x\n# tools/plain.sh\n```\n"   # executable; a comment
+                    "```python\ntools/plain.sh\n```\n"                 # not a shell block
+                    "```sh\nX=1 nice -n 5 tools/plain.sh && tools/run.sh \\\n  tools/plain.sh\n```\n")  # line 9: not executable; line 10 an argument
         errors = []
         check_tree(root, errors)
-        want = [3, 4, 5, 6, 7, 8]
+        want = [3, 4, 5, 6, 7, 8, 9]
         got = sorted(int(e.split(":")[1]) for e in errors)
         if got != want:
             print("self-test FAILED: flagged lines", got, "expected", want, *errors, sep="\n  ")
