@@ -152,13 +152,15 @@ def write_rows_dump(path):
 def check_rows(args):
     """Row pieces of tensors above --split-rows-above: the same bytes for any
     N (and as one process), for compare (every recipe, NVFP4's per-tensor
-    amax from the first phase), underflow (transforms none and rht) and
-    inspect."""
+    amax from the first phase), underflow (transforms none and rht), inspect
+    and resq (every ranking pattern, orders qs and sq)."""
     base = os.path.join(args.work, "rows_input")
     os.makedirs(base, exist_ok=True)
     dump = os.path.join(base, "rows.safetensors")
     write_rows_dump(dump)
     split = ["--split-rows-above", "2KiB", "--progress", "never"]
+    finite = ["--tensor", "model.layers.0.*", "--tensor", "model.layers.1.mlp.*"]
+    resq_patterns = "none,dense,2:4,row30,channel50,block16x48,block7x9,unstructured50,random50"
     note = " tensor(s) above --split-rows-above 2048 bytes studied as"
     for name, split_tensors, argv_for in [
         ("rows_compare", 2, lambda out: ["compare", dump, "--recipe", "all", "--tail", "pad", *split, "--json", out]),
@@ -167,6 +169,14 @@ def check_rows(args):
         ("rows_underflow", 2, lambda out: ["underflow", dump, "--transform", "none", "--transform", "rht", *split,
                                         "--out", out]),
         ("rows_inspect", 3, lambda out: ["inspect", dump, *split, "--json", out]),
+        # resq: every ranking pattern (the pieces share norms, column sums,
+        # tile partials and radix counts), NVFP4's amaxes of X and dX (and
+        # under sq of each pruned dX), finite tensors only.
+        ("rows_resq", 2, lambda out: ["resq", dump, *finite, "--n", "24", "--pattern", resq_patterns, *split,
+                                      "--out", out]),
+        ("rows_resq_sq", 2, lambda out: ["resq", dump, *finite, "--n", "24", "--format", "nvfp4,hif4", "--order",
+                                         "sq", "--transform", "rht", "--pattern", resq_patterns, *split,
+                                         "--out", out]),
     ]:
         check_study(args, name, argv_for)
         p = run([args.fp4emu] + argv_for(os.path.join(base, name + "_note")))
@@ -185,6 +195,20 @@ def check_rows(args):
         if p.stderr.count("bad.safetensors") != 1 or os.path.exists(out):
             sys.exit(f"FAIL: rows: mpirun -n {n}: a damaged dump should give one message and no report:\n{p.stderr}")
         print(f"rows: mpirun -n {n}: damaged dump -> exit 2, one message, no report")
+    # resq on a split tensor whose last piece holds an Inf: the rank studying
+    # that piece fails while the others wait to share; the job exits 2 with
+    # the message once and writes no report.
+    inf_tensor = "model.layers.1.self_attn.o_proj.input"
+    for n in (0, *RANKS):
+        out = os.path.join(base, f"resq_inf_n{n}")
+        p = run((mpirun_prefix(args, n) if n else []) + [args.fp4emu, "resq", dump, "--tensor", inf_tensor, "--n", "8",
+                                                         "--pattern", "none,channel50", *split, "--out", out], expect=2)
+        msg = f"resq: tensor {inf_tensor} holds NaN or Inf"
+        if p.stderr.count(msg) != 1 or os.path.exists(out) or "wrote" in p.stdout:
+            sys.exit(f"FAIL: rows: resq with an Inf in one piece (-n {n}): exit 2, one message, no report:\n"
+                     f"{p.stderr}")
+        print(f"rows: resq, {'mpirun -n ' + str(n) if n else 'one process'}: a piece with an Inf -> exit 2, "
+              "one message, no report")
 
 
 def check_verify(args):

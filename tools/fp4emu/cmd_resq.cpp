@@ -43,6 +43,7 @@ struct Args {
   uint64_t seed = 0;
   std::string out;
   std::string report;
+  uint64_t split_above = dist::kDefaultSplitAbove;
 };
 
 constexpr const char* kColumns =
@@ -154,6 +155,16 @@ Tensor weights_for(const Args& a, const std::optional<Dump>& weights, const Dump
   return std::move(*w);
 }
 
+// The recipes' options for a tensor of `dtype`, with the study's threads.
+std::vector<QuantOptions> recipe_options(const Study& study, InputDType dtype) {
+  std::vector<QuantOptions> recipes;
+  for (const Recipe* recipe : study.recipes) {
+    recipes.push_back(study_quant_options(study, *recipe, dtype));
+    recipes.back().threads = study.threads;
+  }
+  return recipes;
+}
+
 // One tensor under every recipe: its shape, and per recipe its rows and
 // residual count.
 struct TensorResq {
@@ -189,12 +200,8 @@ std::vector<TensorResq> study_tensors(const Args& a, const Study& study, const D
       const MatrixShape cs = as_matrix(c.x);
       calib_x = Tensor{{cs.rows, cs.cols}, std::move(c.x.data)};
     }
-    std::vector<QuantOptions> recipes;
-    for (const Recipe* recipe : study.recipes) {
-      recipes.push_back(study_quant_options(study, *recipe, t.dtype));
-      recipes.back().threads = study.threads;
-    }
-    tr.per_recipe = study_resq(t.name, t.x, w, recipes, transform, calib_x ? &*calib_x : nullptr, patterns, opt);
+    tr.per_recipe = study_resq(t.name, t.x, w, recipe_options(study, t.dtype), transform,
+                               calib_x ? &*calib_x : nullptr, patterns, opt);
     done += double(dump.bytes(ti));
     progress.line(done, fmt::format("tensor {}/{} {} ({} x {}, n = {})", k + 1, items.size(), t.name, ms.rows,
                                     ms.cols, w.shape[0]));
@@ -226,19 +233,107 @@ void decode(dist::Reader& r, TensorResq& t, size_t recipes, const std::vector<Sp
   }
 }
 
-// Every tensor, spread over the ranks of an MPI job (all here when alone);
-// on rank 0 in tensor order, per recipe, whatever the ranks.
-Results study_all(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights,
-                  const std::vector<SparsityPattern>& patterns, const TransformSpec& transform, const ResqOptions& opt) {
-  std::vector<uint64_t> costs(dump.size());
-  for (size_t i = 0; i < dump.size(); ++i) costs[i] = dump.bytes(i);
-  const std::vector<TensorResq> tensors = dist::map_items<TensorResq>(
+// Every tensor's rows for dist::plan_rows: split when the operand's rows
+// depend on their own rows only (transform none or rht; SmoothQuant's scales
+// are statistics of the whole X) and the rounding is not stochastic (its
+// random bits follow the element index).
+std::vector<dist::RowShape> row_shapes(const Study& study, const TransformSpec& transform, const Dump& dump) {
+  const bool splittable = study.rounding != Rounding::stochastic && row_local(transform);
+  std::vector<dist::RowShape> shapes;
+  for (size_t i = 0; i < dump.size(); ++i) {
+    const io::TensorInfo& t = dump.info(i);
+    shapes.push_back(dist::row_shape(t.shape, io::dtype_size(t.dtype), splittable));
+  }
+  return shapes;
+}
+
+// A tensor above --split-rows-above: its row pieces spread over the ranks
+// (dist::assign, as map_items does), every rank studying its own at the same
+// time and exchanging what spans the tensor (study_resq_rows); rank 0 merges
+// the pieces in row order. nullopt on every rank when the tensor must be
+// studied whole (a residual amax the quantizer refuses as given).
+std::optional<TensorResq> study_split(const Args& a, const Study& study, const Dump& dump,
+                                      const std::optional<Dump>& weights, const std::vector<SparsityPattern>& patterns,
+                                      const TransformSpec& transform, const ResqOptions& opt, size_t ti,
+                                      std::span<const dist::Piece> pieces) {
+  std::vector<uint64_t> costs;
+  for (const dist::Piece& p : pieces) costs.push_back(p.bytes);
+  const std::vector<int64_t>& shape = dump.info(ti).shape;
+  const int64_t d = shape.back(), m = pieces.back().row_end;
+  bool whole = false;
+  const std::vector<TensorResq> parts = dist::map_items<TensorResq>(
       costs,
       [&](const std::vector<size_t>& items) {
-        return study_tensors(a, study, dump, weights, patterns, transform, opt, items);
+        Progress progress("resq", a.study.progress, 0.0);
+        ResqRows rows;
+        for (const dist::Piece& p : pieces) rows.begin.push_back(p.row_begin);
+        rows.begin.push_back(m);
+        rows.mine = items;
+        std::vector<DumpTensor> held;
+        for (size_t k : items) {
+          held.push_back(dump.load_rows(ti, pieces[k].row_begin, pieces[k].row_end));
+          rows.x.emplace_back(held.back().x);
+        }
+        rows.share = [&](std::vector<std::string> local) { return dist::exchange(costs, std::move(local)); };
+        const InputDType dtype = dump.load_rows(ti, 0, 0).dtype;  // no rows: the header's dtype
+        const Tensor w = weights_for(a, weights, DumpTensor{dump.name(ti), {}, dtype}, d);
+        std::optional<ResqPieceResults> got =
+            study_resq_rows(dump.name(ti), d, rows, w, recipe_options(study, dtype), transform, patterns, opt);
+        std::vector<TensorResq> out(items.size());
+        if (!got) {
+          whole = true;
+          return out;
+        }
+        for (size_t k = 0; k < items.size(); ++k) {
+          out[k].shape = {pieces[items[k]].row_end - pieces[items[k]].row_begin, d, w.shape[0]};
+          out[k].per_recipe = std::move((*got)[k]);
+        }
+        progress.line(0.0, fmt::format("tensor {} ({} x {}, n = {}): {} of its {} row pieces", dump.name(ti), m, d,
+                                       w.shape[0], items.size(), pieces.size()));
+        return out;
       },
       [](dist::Writer& w, const TensorResq& t) { encode(w, t); },
       [&](dist::Reader& r, TensorResq& t) { decode(r, t, study.recipes.size(), patterns); });
+  if (whole) return std::nullopt;
+  TensorResq merged;
+  if (!dist::is_root()) return merged;
+  std::vector<std::vector<ResqTensorResult>> per_piece;  // in row order
+  for (const TensorResq& p : parts) per_piece.push_back(p.per_recipe);
+  merged.shape = {m, d, parts[0].shape.n};
+  merged.per_recipe = merge_resq_pieces(per_piece);
+  return merged;
+}
+
+// Every tensor, spread over the ranks of an MPI job (all here when alone),
+// tensors above --split-rows-above as row pieces; on rank 0 in tensor order,
+// per recipe, whatever the ranks.
+Results study_all(const Args& a, const Study& study, const Dump& dump, const std::optional<Dump>& weights,
+                  const std::vector<SparsityPattern>& patterns, const TransformSpec& transform, const ResqOptions& opt) {
+  std::vector<dist::RowShape> shapes = row_shapes(study, transform, dump);
+  dist::RowPlan plan = dist::plan_rows(shapes, a.split_above);
+  std::vector<TensorResq> tensors(dump.size());
+  for (size_t t = 0; t < dump.size(); ++t) {
+    if (!plan.split(t)) continue;
+    std::optional<TensorResq> r = study_split(a, study, dump, weights, patterns, transform, opt, t, plan.of(t));
+    if (r) tensors[t] = std::move(*r);
+    else shapes[t].splittable = false;  // alike on every rank
+  }
+  plan = dist::plan_rows(shapes, a.split_above);
+  std::vector<size_t> whole;  // the tensors studied whole, in tensor order
+  std::vector<uint64_t> costs;
+  for (size_t t = 0; t < dump.size(); ++t)
+    if (!plan.split(t)) whole.push_back(t), costs.push_back(dump.bytes(t));
+  std::vector<TensorResq> studied = dist::map_items<TensorResq>(
+      costs,
+      [&](const std::vector<size_t>& items) {
+        std::vector<size_t> indices;
+        for (size_t k : items) indices.push_back(whole[k]);
+        return study_tensors(a, study, dump, weights, patterns, transform, opt, indices);
+      },
+      [](dist::Writer& w, const TensorResq& t) { encode(w, t); },
+      [&](dist::Reader& r, TensorResq& t) { decode(r, t, study.recipes.size(), patterns); });
+  for (size_t k = 0; k < whole.size(); ++k) tensors[whole[k]] = std::move(studied[k]);
+  fmt::print("{}", plan.note(a.split_above));
   Results res;
   res.per.resize(study.recipes.size());
   for (const TensorResq& t : tensors) {
@@ -442,6 +537,7 @@ void add_resq(CLI::App& app, Action& action) {
       ->check(any_seed());
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   html::add_report_option(cmd, args->report);
+  add_split_rows_option(cmd, args->split_above);
   cmd->footer("Example: fp4emu resq dump/ --weights model.safetensors.index.json --format hif4,mxfp4 "
               "--pattern dense,2:4,4:8,channel50 --progress always --out resq/");
   cmd->callback([&action, args] { action = [args] { return run(*args); }; });

@@ -87,6 +87,9 @@ std::vector<size_t> mine(std::span<const int> owners);
 //     the tensor's value. A value that cannot be passed on (the quantizer
 //     refuses it) is a reason to re-plan that tensor whole: every rank sees
 //     the same values, so every rank re-plans alike.
+//     A command whose pieces must share more while they are studied (resq's
+//     rankings) studies a split tensor's pieces on every rank at once and
+//     exchanges what they share with exchange().
 //  3. map_items(plan.costs()) studies the pieces; rank 0 gets them in piece
 //     order and merges each tensor's pieces (plan.of(t)) in that order: sums
 //     by merging the per-piece sums in piece order, counts and maxima
@@ -195,6 +198,18 @@ std::vector<R> shared_items(std::span<const uint64_t> costs,
   Reader r(bytes);
   for (R& item : all) decode(r, item);
   return all;
+}
+
+// Every item's payload on every rank, in item order, from this rank's items'
+// (mine(assign(costs)), in that order): for values the pieces of a split
+// tensor share while they are studied (resq's amaxes and rankings).
+inline std::vector<std::string> exchange(std::span<const uint64_t> costs, std::vector<std::string> local) {
+  return shared_items<std::string>(
+      costs, [&](const std::vector<size_t>& items) {
+        if (items.size() != local.size()) throw std::logic_error("dist::exchange: one payload per item of this rank");
+        return std::move(local);
+      },
+      [](Writer& w, const std::string& s) { w.put(s); }, [](Reader& r, std::string& s) { r.get(s); });
 }
 
 // Step 2 for per-tensor values such as NVFP4's amax, `values` of them per

@@ -11,6 +11,8 @@
 // accumulated in double in a fixed order (fixed chunks, docs/analysis.md §3.3
 // R6), the same for any thread count.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -113,6 +115,41 @@ std::vector<ResqTensorResult> study_resq(const std::string& name, const TensorRe
                                          const std::vector<QuantOptions>& recipes, const TransformSpec& transform,
                                          const Tensor* calib, const std::vector<SparsityPattern>& patterns,
                                          const ResqOptions& opt);
+
+// ---- Row pieces (docs/analysis.md §1.6) ---------------------------------------
+// A tensor larger than a threshold is studied as row pieces, spread over the
+// processes of an MPI job; this process holds some of them. What spans the
+// whole tensor is shared through `share`, so that every process takes the
+// same decisions and each piece's numbers are the same wherever computed:
+// NVFP4's per-tensor amax of the operand and of the residual dX (and under
+// --order sq of each pruned dX), maxima over the pieces' (exact); the
+// rankings of the patterns (sparsity.hpp "Row pieces"). Y = X W^T and the
+// output errors are row by row, W and Q(W) whole in every process.
+struct ResqRows {
+  std::vector<int64_t> begin;  // every piece's first row, then m: piece i is rows [begin[i], begin[i + 1])
+  std::vector<size_t> mine;    // the pieces held here, increasing
+  std::vector<TensorRef> x;    // their rows (rows x d), one per `mine`
+  // Every piece's payload, in piece order, from those of the pieces held
+  // here (in `mine` order). Every process calls it the same number of times;
+  // alone (every piece held here) it returns `local`.
+  std::function<std::vector<std::string>(std::vector<std::string> local)> share;
+};
+
+// The study of a tensor held as row pieces (m x d; no SmoothQuant: its scales
+// are statistics of the whole X, nor stochastic rounding, whose random bits
+// follow the element index): per piece held here (in `mine` order), per
+// recipe, the piece's part, which merge_resq_pieces adds up. nullopt, alike in
+// every process, when a shared per-tensor amax is one the quantizer refuses
+// as given (an NVFP4 residual whose amax is below 2688/FLT_MAX but not 0):
+// that tensor is studied whole instead.
+using ResqPieceResults = std::vector<std::vector<ResqTensorResult>>;  // [held piece][recipe]
+std::optional<ResqPieceResults> study_resq_rows(const std::string& name, int64_t d, const ResqRows& rows,
+                                                const Tensor& w, const std::vector<QuantOptions>& recipes,
+                                                const TransformSpec& transform,
+                                                const std::vector<SparsityPattern>& patterns, const ResqOptions& opt);
+// Every piece's part of one tensor ([piece][recipe], in row order): its
+// result per recipe, sums added piece by piece in that order.
+std::vector<ResqTensorResult> merge_resq_pieces(std::span<const std::vector<ResqTensorResult>> pieces);
 
 // The weights of the layer(s) that read activation `activation_name` from a
 // weights dump: when the name has a (layer, kind) role, every "*.weight"
