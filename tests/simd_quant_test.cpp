@@ -583,6 +583,56 @@ TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {
   }
 }
 
+// nvfp4.ggml's fast argmin compares |x| with thresholds derived per block
+// scale (driver.cpp ggml_argmin_row). Every fp32 |x|, both signs, within 512
+// ulps of each real midpoint between neighbouring candidates (where ggml's
+// fp32 comparison switches) and of each place where the kernel's estimate of
+// |x| / d changes, for every scale code ggml's encoder produces; then blocks
+// of the saturated scale (d = 224) whose largest |x| sits at the limit above
+// which the kernel runs the literal argmin.
+TEST(SimdGgmlArgmin, EveryScaleAroundEveryThresholdAndTheLiteralLimit) {
+  constexpr int kWindow = 512;
+  constexpr double kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  std::vector<std::vector<float>> blocks;
+  int scales = 0;
+  auto add_window = [&](float amax, double center) {
+    std::vector<float> b{amax};
+    const auto c = static_cast<int64_t>(bits_of(static_cast<float>(center)));
+    for (int64_t i = -kWindow; i <= kWindow; ++i)
+      for (float sign : {1.0f, -1.0f}) {
+        const float v = from_bits(static_cast<uint32_t>(c + i));
+        if (!(v <= amax)) continue;
+        b.push_back(sign * v);
+        if (b.size() == 16) {
+          blocks.push_back(b);
+          b.assign(1, amax);
+        }
+      }
+    blocks.push_back(b);
+  };
+  for (int s = 1; s < 0x7F; ++s) {
+    const float raw = 2.0f * reference::ggml_ue4m3_to_fp32(static_cast<uint8_t>(s));  // the UE4M3 value
+    if (reference::ggml_fp32_to_ue4m3(raw) != s) continue;  // codes the encoder never gives
+    ++scales;
+    const float amax = 6.0f * raw;  // exact; amax / 6 = raw, so the block's scale is s
+    const double d = raw / 2.0;
+    for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * d);
+    for (double z : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) add_window(amax, (z - 0.75) / 0.79 * d);
+  }
+  EXPECT_GE(scales, 100);
+  // Scale 0x7E (every amax / 6 >= 256): the literal argmin takes over at 2^20 d, d = 224.
+  const float limit = std::ldexp(224.0f, 20);
+  for (int64_t i = -3; i <= 3; ++i) {
+    const float amax = from_bits(static_cast<uint32_t>(static_cast<int64_t>(bits_of(limit)) + i));
+    for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * 224.0);
+    add_window(amax, 10.0 * 224.0 * 1024.0);  // far above 12 d, below the limit
+    add_window(amax, amax);
+  }
+  const Recipe& r = *find_recipe("nvfp4.ggml");
+  expect_fast_equals_reference(blocks_tensor(blocks, 16, false), options_for({&r, r.element_rounding}),
+                               "nvfp4.ggml thresholds");
+}
+
 // Dequantize of arbitrary bytes (every scale byte, NaN scales, any code, odd
 // per-tensor decode scales) for every recipe with a fast decoder.
 TEST(SimdDequantize, ArbitraryPackedBytesDecodeLikeTheReference) {

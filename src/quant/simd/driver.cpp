@@ -359,6 +359,62 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
   return k;
 }
 
+// ---- nvfp4.ggml's argmin as thresholds ------------------------------------------
+// For x >= 0 and a block scale d > 0 the literal argmin (reference quantize_ggml,
+// ggml-quants.c:337-348) ranks only the candidates kv*d of ggml-common.h:1126-1129
+// on x's side: the others and index 8 never beat index 0. Between two
+// neighbours v = kv[k-1]*d and w = kv[k]*d, fp32(w - x) falls and fp32(x - v)
+// rises with x (rounding is monotone), so the argmin moves from k - 1 to k at
+// one fp32 x, threshold[k], and no farther candidate wins while |x| < 2^20 d
+// (there every fp32 difference of two candidates' errors, at least d, survives
+// rounding). threshold[k] is found on the fp32 line by bisection with the
+// library's own comparison, the strict '<' of `err < best_err` included;
+// SimdGgmlArgmin tests it against the reference around every threshold.
+
+// fabsf(kv*d - x) as ggml evaluates it (ggml-quants.c:339, 341).
+float ggml_error(int kv, float d, float x) { return std::fabs(static_cast<float>(kv) * d - x); }
+
+GgmlArgminRow ggml_argmin_row(uint8_t s) {
+  static constexpr int kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // kvalues_fp4[0..7]
+  GgmlArgminRow row;
+  row.d = reference::ggml_ue4m3_to_fp32(s);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::fill(std::begin(row.threshold) + 1, std::end(row.threshold), inf);
+  if (row.d == 0.0f) {  // every error is |x|: index 0 (a block that holds Inf has a nonzero scale)
+    row.minus_threshold1 = -inf;
+    row.limit_bits = std::bit_cast<uint32_t>(inf);
+    return row;
+  }
+  for (int k = 1; k < 8; ++k) {
+    // The comparison fails at v (error 0 there) and holds at w.
+    uint32_t lo = std::bit_cast<uint32_t>(kMagnitudes[k - 1] * row.d);
+    uint32_t hi = std::bit_cast<uint32_t>(kMagnitudes[k] * row.d);
+    while (hi - lo > 1) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      const float x = std::bit_cast<float>(mid);
+      (ggml_error(kMagnitudes[k], row.d, x) < ggml_error(kMagnitudes[k - 1], row.d, x) ? hi : lo) = mid;
+    }
+    row.threshold[k] = std::bit_cast<float>(hi);
+  }
+  row.minus_threshold1 = -row.threshold[1];
+  row.ratio = kGgmlArgminRatio / row.d;
+  row.limit_bits = std::bit_cast<uint32_t>(std::ldexp(row.d, 20));
+  return row;
+}
+
+}  // namespace
+
+const GgmlArgminRow* ggml_argmin_table() {
+  static const std::array<GgmlArgminRow, 128> table = [] {
+    std::array<GgmlArgminRow, 128> t;
+    for (int s = 0; s < 128; ++s) t[s] = ggml_argmin_row(static_cast<uint8_t>(s));
+    return t;
+  }();
+  return table.data();
+}
+
+namespace {
+
 // NVFP4 per-tensor state the kernel arguments point to.
 struct NvState {
   std::array<float, 256> factor{};  // reference::nvfp4_decode_factor of each scale byte
@@ -405,30 +461,35 @@ void nv_tile_amax(const detail::StridedIn& x, int axis, int threads, NvState& st
   }
 }
 
-// The decode fields of k (nvfp4.cpp nvfp4_decode_block) for a per-tensor scale.
-void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelArgs& k, NvState& state) {
+// The decode fields of k (nvfp4.cpp nvfp4_decode_block) for a per-tensor scale;
+// quantize decodes nothing and gets no factor table.
+void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelArgs& k, NvState& state,
+                    bool decodes = true) {
   k.nv_global_amax = ts.global_amax;
   k.nv_encode = ts.encode;
   k.nv_decode = ts.decode;
-  for (int c = 0; c < 256; ++c) state.factor[c] = reference::nvfp4_decode_factor(r, ts, static_cast<uint8_t>(c));
-  k.nv_factor = state.factor.data();
+  if (decodes) {
+    for (int c = 0; c < 256; ++c) state.factor[c] = reference::nvfp4_decode_factor(r, ts, static_cast<uint8_t>(c));
+    k.nv_factor = state.factor.data();
+  }
   k.nv_positive_zero = reference::nvfp4_decode_positive_zero(r);
+  if (r.nv.rule == NvScaleRule::ggml) k.nv_ggml_argmin = ggml_argmin_table();
 }
 
 // NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
 // amax reduced in parallel. Fake-quant of a single-level rule (no per-tensor
-// scale) reads G nowhere and skips its pass; quantize stores it.
+// scale) reads G nowhere and skips its pass; quantize (`quantizing`) stores it.
 reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
-                                        bool store_g, KernelArgs& k, NvState& state) {
+                                        bool quantizing, KernelArgs& k, NvState& state) {
   const Recipe& r = *o.recipe;
   const bool single_level = r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml;
   float g = 0.0f;
   if (o.global_amax)
     g = *o.global_amax;
-  else if (store_g || !single_level)
+  else if (quantizing || !single_level)
     g = global_abs_max(x, r.nv.tensor_amax_nan, threads);
   const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(r, g);
-  nv_decode_args(r, ts, k, state);
+  nv_decode_args(r, ts, k, state, !quantizing);
   if (r.nv.tile_2d) nv_tile_amax(x, o.axis, threads, state);
   return ts;
 }

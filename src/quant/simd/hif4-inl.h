@@ -138,13 +138,52 @@ HWY_INLINE void ExactProduct(D d, hn::Vec<D> m, hn::Vec<D> k, hn::Vec<D>& hi, hn
   err = hn::Sub(b, hn::Sub(hi, a));
 }
 
-// [m * k >= threshold], exactly (threshold a power of two).
+// [m * k >= threshold], exactly (threshold a power of two, at least 2).
 template <class D>
 HWY_INLINE hn::Mask<D> ExactProductAtLeast(D d, hn::Vec<D> m, hn::Vec<D> k, hn::Vec<D> threshold) {
+#if HWY_NATIVE_FMA
+  // One rounding of m * k - threshold keeps its sign: where m * k is near the
+  // threshold its granularity, ulp(m) ulp(k), is about 2^-30 threshold, far
+  // above the smallest subnormal, so a nonzero difference stays nonzero.
+  return hn::Ge(hn::MulSub(m, k, threshold), hn::Zero(d));
+#else
   hn::Vec<D> hi, err;
   ExactProduct(d, m, k, hi, err);
   return hn::AndNot(hn::And(hn::Eq(hi, threshold), hn::Lt(err, hn::Zero(d))), hn::Ge(hi, threshold));
+#endif
 }
+
+#if HWY_NATIVE_FMA
+// q = s1p2_encode(a * k, R) * 4 (R not stochastic) from fused products, for
+// a = |x| (at most FLT_MAX) and k4 = 4k: fp32(a * k4 + 2^23) is the exact
+// 4ak rounded to an integer, ties to even (one rounding; the sum's ulp is 1
+// while 4ak < 2^23, and anything larger saturates to 7 anyway), and the sign
+// of the one-rounding difference a * k4 - (that integer ± 1/2) tells an exact
+// tie (0) or the side of the exact value, as in ExactProductAtLeast. rha:
+// floor(4t + 1/2) = the even rounding, plus one at a tie it rounded down;
+// ties_to_zero: minus one at a tie it rounded up; rtz: minus one where the
+// integer lies above 4ak.
+template <Rounding R, class D>
+HWY_INLINE hn::Vec<D> S1p2QuarterOfExactFma(D d, hn::Vec<D> a, hn::Vec<D> k4) {
+  const auto magic = hn::Set(d, 0x1p23f);
+  const auto q = hn::Sub(hn::MulAdd(a, k4, magic), magic);
+  const auto one = hn::Set(d, 1.0f);
+  hn::Vec<D> rounded;
+  if constexpr (R == Rounding::rne) {
+    rounded = q;
+  } else if constexpr (R == Rounding::rha) {
+    const auto tie = hn::Eq(hn::MulSub(a, k4, hn::Add(q, hn::Set(d, 0.5f))), hn::Zero(d));
+    rounded = hn::Add(q, hn::IfThenElseZero(tie, one));
+  } else if constexpr (R == Rounding::ties_to_zero) {
+    const auto tie = hn::Eq(hn::MulSub(a, k4, hn::Sub(q, hn::Set(d, 0.5f))), hn::Zero(d));
+    rounded = hn::Sub(q, hn::IfThenElseZero(tie, one));
+  } else {
+    static_assert(R == Rounding::rtz);
+    rounded = hn::Sub(q, hn::IfThenElseZero(hn::Lt(hn::MulSub(a, k4, q), hn::Zero(d)), one));
+  }
+  return hn::Min(rounded, hn::Set(d, 7.0f));
+}
+#endif
 
 // bf16 RNE of the exact product m * k: a nonzero error only decides where hi
 // is a bf16 tie (low 16 bits 0x8000), and moving hi there one fp32 ulp its
@@ -377,6 +416,10 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4Element
   } else if constexpr (K == Hif4Elements::exact) {
     // t = |x| * 2^-(b+c) * r exactly (+Inf as FLT_MAX: q = 7 either way).
     const auto a = hn::BitCast(d, hn::Min(AbsBits(d, v), hn::Set(di, kFltMaxBits)));
+#if HWY_NATIVE_FMA
+    if constexpr (R != Rounding::stochastic)
+      return S1p2QuarterOfExactFma<R>(d, a, hn::Mul(factor, hn::Set(d, 4.0f * s.reciprocal)));
+#endif
     hn::Vec<Hif4ElementTag> hi, err;
     ExactProduct(d, a, hn::Mul(factor, hn::Set(d, s.reciprocal)), hi, err);
     return hn::Mul(S1p2GridOfExact<R>(d, hi, err, r), four);
@@ -449,7 +492,10 @@ HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_REST
 
 // Writes the block's 64 codes, nibble-packed in `order` (32 bytes at
 // packed), from the group maxima in s.m4; returns the canonical scale word.
-template <Hif4Elements K, Rounding R>
+// kPassthrough: rules.non_finite is passthrough, decided once per run (a test
+// per vector, and the input it rewrites, cost hif4.a6 registers and 1.7 AVX2
+// instructions per value, 12.05 -> 13.75).
+template <Hif4Elements K, Rounding R, bool kPassthrough>
 HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& s, const float* HWY_RESTRICT x,
                                              NibbleOrder order, uint8_t* HWY_RESTRICT packed,
                                              const uint8_t* HWY_RESTRICT rbits) {
@@ -459,11 +505,10 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
     std::fill(packed, packed + kHif4Block / 2, uint8_t{0});
     return kHif4NanScale;
   }
-  const bool passthrough = rules.non_finite == NonFinitePolicy::passthrough;
   hn::Vec<decltype(di)> codes[kHif4Block / hn::MaxLanes(d)];
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
     auto v = hn::LoadU(d, x + i);
-    if (passthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
+    if constexpr (kPassthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
     const auto q = hn::ConvertTo(di, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));
     const auto negative = hn::RebindMask(di, Hif4Negative<K>(rules, s, v, i));
     codes[i / hn::Lanes(d)] = hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q);
@@ -472,22 +517,33 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
   return s.word;
 }
 
-// `packed`: the block's 32 bytes in the packed row (nibble order `order`).
-template <Hif4Elements K, Rounding R>
-HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
-                                      uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
+// hif4.cpp run_steps for a block with poisoning lanes (NaN, or Inf under
+// poison): bits and codes of the block with those lanes as +0, scale 0xFF.
+// Out of line: a second inlined copy of the element loop is code the common
+// path pays for in registers.
+template <Hif4Elements K, Rounding R, bool kPassthrough>
+HWY_NOINLINE uint32_t Hif4QuantizePoisonedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x,
+                                                NibbleOrder order, uint8_t* HWY_RESTRICT packed,
+                                                const uint8_t* HWY_RESTRICT rbits) {
   Hif4Steps s;
-  if (HWY_LIKELY(!Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)))
-    return Hif4QuantizeNumericBlock<K, R>(rules, s, x, order, packed, rbits);
-  // hif4.cpp run_steps: bits and codes of the block with the poisoning lanes as +0, scale 0xFF.
   alignas(64) float cleaned[kHif4Block];
   for (int i = 0; i < kHif4Block; ++i) {
     const bool poison = std::isnan(x[i]) || (rules.non_finite == NonFinitePolicy::poison && std::isinf(x[i]));
     cleaned[i] = poison ? 0.0f : x[i];
   }
   Hif4GroupMaxima<K>(rules.non_finite, cleaned, s.m4);
-  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, s, cleaned, order, packed, rbits);
+  const uint32_t word = Hif4QuantizeNumericBlock<K, R, kPassthrough>(rules, s, cleaned, order, packed, rbits);
   return (word & ~0xFFu) | kHif4NanScale;
+}
+
+// `packed`: the block's 32 bytes in the packed row (nibble order `order`).
+template <Hif4Elements K, Rounding R, bool kPassthrough>
+HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
+                                      uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
+  Hif4Steps s;
+  if (HWY_LIKELY(!Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)))
+    return Hif4QuantizeNumericBlock<K, R, kPassthrough>(rules, s, x, order, packed, rbits);
+  return Hif4QuantizePoisonedBlock<K, R, kPassthrough>(rules, x, order, packed, rbits);
 }
 
 // hif4_decode_block: (-1)^s (q/4) 2^(b+c) S, exact, S the E6M2 value (V12:
