@@ -19,9 +19,11 @@ spread over seeds: the summary's form (its 1B-30B figures: pure
 HiF4 1.11 %, MXFP4 3.85 %; + RHT 0.97 % and 2.06 %; MXFP4 + SR + RHT 1.42 %).
 Greedy exact match on ``--eval-n`` held-out problems closes each run.
 
-    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.fp4_pretrain_study --seeds 0 1 2 --jobs 2
+    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.fp4_pretrain_study
 
-writes fp4_pretrain.{json,csv,png} to ``--out`` (studies/results/tiny_llm).
+(the defaults are the run of docs/analysis.md §8.4: the studies' model
+model.STUDY_CONFIG, seeds 0 1 2, 500 steps of 48, all three formats) writes
+fp4_pretrain.{json,csv,png} to ``--out`` (studies/results/tiny_llm/1m).
 The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
 """
 from __future__ import annotations
@@ -40,8 +42,8 @@ import torch
 from . import task
 from .fp4_linear import FORMATS, SHORT, Precision, blas_threads, padded_batch, precisions
 from .generate import exact_match, token_logprobs
-from .model import ModelConfig, TinyQwen, num_parameters
-from .pretrain import Progress, lr_at, model_config, setup_torch, train_step, write_results
+from .model import STUDY_CONFIG, ModelConfig, TinyQwen, num_parameters
+from .pretrain import RESULTS, Progress, lr_at, model_config, setup_torch, train_step, write_results
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 
@@ -207,13 +209,13 @@ def run(seeds, steps, batch, lr, warmup, threads, eval_n, tail, cfg: ModelConfig
 
 
 def main(argv=None) -> int:
-    d = ModelConfig()
+    d = STUDY_CONFIG
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=48)
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1, help="torch and fp4emu threads per run")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel processes")
     ap.add_argument("--eval-n", type=int, default=200, help="held-out problems of the final exact match")
@@ -225,7 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=d.num_layers)
     ap.add_argument("--heads", type=int, default=d.num_heads)
     ap.add_argument("--kv-heads", type=int, default=d.num_kv_heads)
-    ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
+    ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     for name in ("steps", "batch", "threads", "jobs"):

@@ -67,6 +67,12 @@ class ModelConfig:
                              f"num_kv_heads={self.num_kv_heads}: heads must divide evenly with an even head_dim")
 
 
+# The studies' model (docs/analysis.md §8.1): 987 392 parameters, pre-trained by pretrain.py's defaults into
+# data/tiny_llm_1m/. The dataclass defaults above are the first, 124 544-parameter model (data/tiny_llm/), whose
+# results docs/analysis.md keeps beside it and which the reduced test runs load.
+STUDY_CONFIG = ModelConfig(hidden_size=128, intermediate_size=512, num_layers=4, num_heads=4, num_kv_heads=2)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float):
         super().__init__()

@@ -8,11 +8,15 @@ Every ``--eval-every`` steps, greedy exact match on a fixed slice of the
 held-out ``test`` split. The same seed and thread count give the same
 weights bit for bit (deterministic algorithms, one fixed thread count).
 
-    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.pretrain --threads 2
+    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.pretrain
 
-writes data/tiny_llm/model.safetensors (+ config.json) and
-studies/results/tiny_llm/pretrain.{json,csv,png}: runtime, loss curve and
-the final exact match per operator on ``--final-n`` test problems.
+trains the studies' model (model.STUDY_CONFIG, 1 000 steps) and writes
+data/tiny_llm_1m/model.safetensors (+ config.json) and
+studies/results/tiny_llm/1m/pretrain.{json,csv,png}: runtime, loss curve and
+the final exact match per operator on ``--final-n`` test problems. The
+first, 124k-parameter checkpoint (data/tiny_llm/) is ``--steps 1500 --hidden
+64 --intermediate 256 --layers 2 --heads 2 --kv-heads 1 --checkpoint
+data/tiny_llm/model.safetensors --out studies/results/tiny_llm``.
 """
 from __future__ import annotations
 
@@ -29,9 +33,12 @@ import torch
 
 from . import task
 from .generate import batch_tokens, exact_match, token_logprobs
-from .model import ModelConfig, TinyQwen, num_parameters, save
+from .model import STUDY_CONFIG, ModelConfig, TinyQwen, num_parameters, save
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
+# The studies' checkpoint and results folder (the 987 392-parameter model.STUDY_CONFIG); every study's default.
+CHECKPOINT = ROOT / "data" / "tiny_llm_1m" / "model.safetensors"
+RESULTS = ROOT / "studies" / "results" / "tiny_llm" / "1m"
 
 
 class Progress:
@@ -183,9 +190,9 @@ def plot(log: dict, path: pathlib.Path) -> None:
 
 
 def main(argv=None) -> int:
-    d = ModelConfig()
+    d = STUDY_CONFIG
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -199,8 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=d.num_layers)
     ap.add_argument("--heads", type=int, default=d.num_heads)
     ap.add_argument("--kv-heads", type=int, default=d.num_kv_heads)
-    ap.add_argument("--checkpoint", default=str(ROOT / "data" / "tiny_llm" / "model.safetensors"))
-    ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
+    ap.add_argument("--checkpoint", default=str(CHECKPOINT))
+    ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     for name in ("steps", "batch", "threads", "eval_every", "eval_n", "final_n"):

@@ -30,8 +30,9 @@ reward per step, for each seed.
     PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rl_study --seeds 0 1 2 --jobs 2
 
 (the defaults are the run of docs/analysis.md §8.3: 120 steps, exact match on
-1000 test problems every 30 steps) reads data/tiny_llm/model.safetensors and
-writes rl.{json,csv,png} to ``--out``. The same seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
+1000 test problems every 30 steps) reads data/tiny_llm_1m/model.safetensors and
+writes rl.{json,csv,png} to ``--out`` (studies/results/tiny_llm/1m). The same
+seeds, sizes and thread count give the same numbers, whatever ``--jobs``.
 """
 from __future__ import annotations
 
@@ -53,10 +54,8 @@ from .fp4_linear import SEQ_LEN, SHORT
 from .generate import exact_match, token_logprobs
 from .model import load
 from .fp4_pretrain_study import map_runs
-from .pretrain import setup_torch, write_results
+from .pretrain import CHECKPOINT, RESULTS, setup_torch, write_results
 
-ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
-CHECKPOINT = ROOT / "data" / "tiny_llm" / "model.safetensors"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +264,7 @@ def main(argv=None) -> int:
     ap.add_argument("--formats", nargs="+", default=["hif4.v14", "mxfp4.ocp"])
     ap.add_argument("--settings", nargs="+", default=None, help="only these settings (names as in the table)")
     ap.add_argument("--train-sr", action="store_true", help="stochastic rounding of the FP4 training gradients")
-    ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
+    ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     for name in ("steps", "prompts", "group", "epochs", "threads", "jobs", "eval_every", "eval_n"):

@@ -1,6 +1,6 @@
 """Study 1: rollout precision decomposition of the tiny model (the paper's Table 1 shape).
 
-From the committed checkpoint (data/tiny_llm/model.safetensors), greedy
+From the committed checkpoint (data/tiny_llm_1m/model.safetensors), greedy
 exact match and mean answer log-likelihood on the held-out test problems
 with every linear layer's operands fake-quantized through fp4emu.torch
 (all seven projections of every layer; the tied lm_head stays fp32):
@@ -21,9 +21,9 @@ layer and kind only) to put each tensor's accuracy drop beside its UR and
 QSNR. Spearman's rank correlation of QSNR against the accuracy drop is
 taken across the configurations and across the tensors.
 
-    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rollout_study --threads 2
+    PYTHONPATH=build/python /usr/bin/python3 -m studies.tiny_llm.rollout_study
 
-writes studies/results/tiny_llm/rollout_study.{json,csv}, rollout_tensors.csv,
+writes studies/results/tiny_llm/1m/rollout_study.{json,csv}, rollout_tensors.csv,
 rollout_table.png, rollout_scatter.png, rollout_layers.png, and the
 commands' own outputs under rollout_underflow/ and rollout_resq/. The
 command line is FP4EMU_CLI, else build/fp4emu. ``--quick`` is the reduced
@@ -52,7 +52,7 @@ import fp4emu.torch as ft
 from . import task
 from .generate import answer_logprob, generate
 from .model import load
-from .pretrain import Progress, setup_torch
+from .pretrain import CHECKPOINT, RESULTS, Progress, setup_torch
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 RECIPES = ["hif4.v14", "mxfp4.ocp", "mxfp4.rceil", "nvfp4.te"]
@@ -389,14 +389,14 @@ def plot(res: dict, out: pathlib.Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--checkpoint", default=str(ROOT / "data" / "tiny_llm" / "model.safetensors"))
-    ap.add_argument("--out", default=str(ROOT / "studies" / "results" / "tiny_llm"))
+    ap.add_argument("--checkpoint", default=str(CHECKPOINT))
+    ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--recipes", default=",".join(RECIPES))
     ap.add_argument("--n-test", type=int, default=1000, help="held-out test problems (task.make_split)")
     ap.add_argument("--n-calib", type=int, default=256, help="calibration rollouts (SmoothQuant)")
     ap.add_argument("--n-dump", type=int, default=512, help="test rollouts dumped for underflow / resq")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-sensitivity", action="store_true", help="skip the one-tensor-at-a-time runs")
     ap.add_argument("--quick", action="store_true", help="reduced run: 2 recipes, 200 problems, no sensitivity")
     ap.add_argument("--no-progress", action="store_true")

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import fp4emu.torch as ft  # noqa: E402
 from studies.tiny_llm import task  # noqa: E402
 from studies.tiny_llm.generate import answer_logprob, batch_tokens, exact_match, generate  # noqa: E402
-from studies.tiny_llm.model import ModelConfig, TinyQwen, load, save  # noqa: E402
+from studies.tiny_llm.model import STUDY_CONFIG, ModelConfig, TinyQwen, load, num_parameters, save  # noqa: E402
 
 ROOT = pathlib.Path(os.environ.get("FP4EMU_ROOT", pathlib.Path(__file__).resolve().parents[3]))
 
@@ -142,6 +142,14 @@ def test_generation_scores_and_the_committed_checkpoint():
     s1 = generate(m, prompts, greedy=False, generator=torch.Generator().manual_seed(5))
     s2 = generate(m, prompts, greedy=False, generator=torch.Generator().manual_seed(5))
     assert s1 == s2
+
+
+def test_the_studies_checkpoint_is_the_1m_model_and_imperfect():
+    from studies.tiny_llm.pretrain import CHECKPOINT
+    m = load(CHECKPOINT)
+    assert CHECKPOINT == ROOT / "data" / "tiny_llm_1m" / "model.safetensors"
+    assert m.config == STUDY_CONFIG and num_parameters(m) == 987_392
+    assert 0.4 <= exact_match(m, task.problems("test")[::40]) <= 0.9
 
 
 def test_pretraining_reproduces_itself_and_learns():
