@@ -221,6 +221,7 @@ const Valid kValid[] = {
     {"compare", "--split-rows-above", "2147483648", "2 GiB"},
     {"inspect", "--split-rows-above", "2147483648", "2 GiB"},
     {"underflow", "--split-rows-above", "2147483648", "2 GiB"},
+    {"resq", "--split-rows-above", "2147483648", "2 GiB"},
     {"inspect", "--threads", "0", "0 = every hardware thread"},
     {"golden verify", "--threads", "0", "0 = every hardware thread"},
     {"sample", "--threads", "0", "0 = every hardware thread"},

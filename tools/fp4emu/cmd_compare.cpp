@@ -28,20 +28,15 @@ namespace {
 using nlohmann::ordered_json;
 
 struct Args {
-  std::vector<std::string> inputs;
-  std::vector<std::string> tensors;
-  std::vector<std::string> formats;
+  StudyFlags study;  // inputs, --tensor, --round and its random bits, --threads, --progress
+  std::vector<std::string> formats;  // compare's recipe rules (selected_recipes), not the studies'
   std::vector<std::string> recipes;
   int axis = -1;
   std::string tail;
-  std::string round;
-  SrFlags sr;  // --round stochastic: its random bits
   bool bf16_bits = false;
   std::string json_out;
   std::string csv_out;
   std::string report_out;
-  std::string progress = "auto";
-  int threads = 0;
   uint64_t split_above = dist::kDefaultSplitAbove;
 };
 
@@ -261,17 +256,16 @@ struct Setup {
 };
 
 Setup resolve_flags(const Args& a) {
-  check_progress_mode(a.progress);
+  check_progress_mode(a.study.progress);
   Setup s;
   s.recipes = selected_recipes(a);
   s.options.axis = a.axis;
-  s.options.threads = a.threads;
+  s.options.threads = a.study.threads;
   if (!a.tail.empty()) {
     s.options.tail = parse_tail(a.tail);
     if (!s.options.tail) throw InputError(fmt::format("--tail '{}' is unknown; use pad or error", a.tail));
   }
-  s.options.rounding = parse_round_flag(a.round);
-  apply_sr_flags(a.sr, s.options.rounding, s.options.stochastic);
+  resolve_rounding(a.study, s.options.rounding, s.options.stochastic);
   if (!a.json_out.empty() && a.json_out == a.csv_out)
     throw InputError(fmt::format("--json and --csv both name '{}'; give two files", a.json_out));
   for (const std::string* other : {&a.json_out, &a.csv_out})
@@ -294,7 +288,7 @@ Selection select_inputs(const Args& a, const Setup& setup, const io::TensorSet& 
   check_output(a.json_out, "--json", set);
   check_output(a.csv_out, "--csv", set);
   html::check_report_path(a.report_out, set.files());
-  const std::vector<size_t> chosen = io::select_tensors(set, a.tensors);
+  const std::vector<size_t> chosen = io::select_tensors(set, a.study.tensors);
   if (chosen.empty()) throw InputError(fmt::format("'{}' holds no tensors; nothing to compare", set.label()));
   for (size_t i : chosen) check_tensor(set, i, a, setup.recipes, setup.options);
   const io::Deduplicated dedup = io::deduplicate(set, chosen);
@@ -385,7 +379,7 @@ std::vector<std::vector<RecipeResult>> compare_tensors(const Args& a, const io::
   auto study = [&](const std::vector<size_t>& items) {
     double total = 0, done = 0;
     for (size_t k : items) total += static_cast<double>(costs[k] * recipes.size());
-    Progress progress("compare", a.progress, total);
+    Progress progress("compare", a.study.progress, total);
     std::vector<Results> out;
     for (size_t k : items) {
       const dist::Piece& p = plan.pieces[k];
@@ -494,7 +488,7 @@ ordered_json report_json(const Args& a, const io::TensorSet& set, const Setup& s
   j["tool"] = "fp4emu compare";
   j["version"] = kVersion;
   j["input"] = input_json(set, sel.aliases);
-  j["options"] = {{"tensor", a.tensors},
+  j["options"] = {{"tensor", a.study.tensors},
                   {"axis", a.axis},
                   {"tail", a.tail.empty() ? "recipe default" : a.tail},
                   {"bf16_bits", a.bf16_bits},
@@ -569,7 +563,7 @@ void write_reports(const Args& a, const io::TensorSet& set, const Setup& setup, 
 
 int run(const Args& a) {
   const Setup setup = resolve_flags(a);
-  const io::TensorSet set(a.inputs);
+  const io::TensorSet set(a.study.inputs);
   const Selection sel = select_inputs(a, setup, set);
   print_intro(a, set, sel);
   const std::vector<std::vector<RecipeResult>> results = compare_tensors(a, set, setup, sel);
@@ -586,11 +580,7 @@ void add_compare(CLI::App& app, Action& action) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "compare", "Fake-quantize each tensor of a dump with several formats/recipes and tabulate what they lose");
-  add_dump_inputs(cmd, args->inputs);
-  add_list_option(cmd, "--tensor,-t", args->tensors,
-                  "Tensor name, glob or re:REGEX, e.g. 'model.layers.*.mlp.down_proj.input' (repeatable; default: "
-                  "all)",
-                  false);
+  add_tensor_flags(cmd, args->study, "all");
   add_list_option(cmd, "--format,-f", args->formats, "Formats, comma-separated (default: hif4,mxfp4,nvfp4)", true);
   add_list_option(cmd, "--recipe,-r", args->recipes,
                   "Recipe ids, comma-separated; a format name is its default recipe; 'all' is every recipe of "
@@ -598,17 +588,12 @@ void add_compare(CLI::App& app, Action& action) {
                   true);
   cmd->add_option("--axis", args->axis, "Block axis (negative counts from the end)")->default_val(-1)->check(axis_range());
   cmd->add_option("--tail", args->tail, "Axis length not a multiple of the block: pad | error (default: each recipe's)");
-  cmd->add_option("--round", args->round,
-                  "Element rounding of every recipe, where it allows it: rne | rha | rtz | tiesToZero | stochastic "
-                  "(stochastic needs --seed; default: each recipe's own)");
-  add_sr_flags(cmd, args->sr, {.rbits_refusal = kRbitsManyTensors});
+  add_rounding_flags(cmd, args->study, {.rbits_refusal = kRbitsManyTensors});
   cmd->add_flag("--bf16-bits", args->bf16_bits, "Read u16 tensors as bf16 bit patterns (numpy '<u2' dumps)");
   cmd->add_option("--json", args->json_out, "Also write every number as JSON to this file");
   cmd->add_option("--csv", args->csv_out, "Also write every number as CSV to this file (one row per tensor x recipe)");
   html::add_report_option(cmd, args->report_out);
-  cmd->add_option("--progress", args->progress, "Progress bar on stderr: auto (when a terminal) | always | never")
-      ->default_val("auto");
-  add_threads_option(cmd, args->threads, "Threads of the fast quantizers inside each tensor; results do not depend on it");
+  add_run_flags(cmd, args->study, "Threads of the fast quantizers inside each tensor; results do not depend on it");
   add_split_rows_option(cmd, args->split_above);
   cmd->footer(
       "Example: fp4emu compare data/sample_dump.safetensors --tensor 'model.layers.*.mlp.down_proj.input' "

@@ -26,25 +26,39 @@ CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs) {
       ->required();
 }
 
-void add_study_flags(CLI::App* cmd, StudyFlags& f) {
+void add_tensor_flags(CLI::App* cmd, StudyFlags& f, const std::string& default_text) {
   add_dump_inputs(cmd, f.inputs);
-  add_list_option(cmd, "--tensor", f.tensors,
-                  "Tensor name, glob, or re:REGEX matching the whole name (repeatable; default: every float tensor)",
+  add_list_option(cmd, "--tensor,-t", f.tensors,
+                  fmt::format("Tensor name, glob, or re:REGEX matching the whole name, e.g. "
+                              "'model.layers.*.mlp.down_proj.input' (repeatable; default: {})",
+                              default_text),
                   false);
+}
+
+void add_rounding_flags(CLI::App* cmd, StudyFlags& f, const SrScope& scope) {
+  cmd->add_option("--round", f.round,
+                  fmt::format("Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero | "
+                              "stochastic (stochastic needs {}; default: each recipe's own)",
+                              scope.own_seed ? "--sr-seed" : "--seed"));
+  add_sr_flags(cmd, f.sr, scope);
+}
+
+void add_run_flags(CLI::App* cmd, StudyFlags& f, const std::string& threads_help) {
+  add_threads_option(cmd, f.threads, threads_help);
+  cmd->add_option("--progress", f.progress,
+                  "Progress on stderr (tensors done, elapsed time, ETA): auto (when a terminal) | always | never")
+      ->default_val("auto");
+}
+
+void add_study_flags(CLI::App* cmd, StudyFlags& f) {
+  add_tensor_flags(cmd, f, "every float tensor");
   add_list_option(cmd, "--format,-f", f.formats, "Formats, default recipe each (default: hif4,mxfp4,nvfp4)", true);
   add_list_option(cmd, "--recipe,-r", f.recipes,
                   "Recipe ids, comma-separated, instead of the formats' defaults (see `fp4emu formats`)", true);
   cmd->add_option("--scale-rule", f.scale_rule,
                   "MXFP4 scale rule: ocp (mxfp4.ocp, default) or ceil (2^ceil(log2(amax/6)): mxfp4.rceil)");
-  cmd->add_option("--round", f.round,
-                  "Element rounding override where the recipe allows it: rne | rha | rtz | tiesToZero | stochastic "
-                  "(stochastic needs --sr-seed)");
-  add_sr_flags(cmd, f.sr, {.own_seed = true, .rbits_refusal = kRbitsManyTensors});
-  add_threads_option(cmd, f.threads, "Threads over tensors and inside each tensor's work; results do not depend on it");
-  cmd->add_option("--progress", f.progress,
-                  "Progress on stderr, one line per tensor with the elapsed time: auto (when a terminal) | always | "
-                  "never")
-      ->default_val("auto");
+  add_rounding_flags(cmd, f, {.own_seed = true, .rbits_refusal = kRbitsManyTensors});
+  add_run_flags(cmd, f, "Threads over tensors and inside each tensor's work; results do not depend on it");
   add_image_format_option(cmd, f.image_format);
 }
 
@@ -76,11 +90,15 @@ Study resolve_study(const StudyFlags& f) {
   check_progress_mode(f.progress);
   Study s;
   s.recipes = analysis::study_recipes(f.formats, f.recipes, f.scale_rule);
-  s.rounding = parse_round_flag(f.round);
-  apply_sr_flags(f.sr, s.rounding, s.stochastic);
+  resolve_rounding(f, s.rounding, s.stochastic);
   s.images = parse_image_format(f.image_format);
   s.threads = thread_count(f.threads);  // the library's rule, a count to show and pass on
   return s;
+}
+
+void resolve_rounding(const StudyFlags& f, std::optional<Rounding>& rounding, StochasticBits& stochastic) {
+  rounding = parse_round_flag(f.round);
+  apply_sr_flags(f.sr, rounding, stochastic);
 }
 
 QuantOptions study_quant_options(const Study& study, const Recipe& recipe, InputDType dtype) {

@@ -34,6 +34,13 @@ CLI::Option* add_dump_inputs(CLI::App* cmd, std::vector<std::string>& inputs);
 // (with the SR group: --sr-seed, since the studies' --seed is their own),
 // --threads, --progress and --image-format.
 void add_study_flags(CLI::App* cmd, StudyFlags& flags);
+// Its parts, for a command that takes some of them (compare, whose recipes
+// follow rules of their own: `all`, short ids): DUMP... and --tensor,-t
+// (`default_text`: what no --tensor selects); --round and the SR group;
+// --threads (`threads_help`) and --progress.
+void add_tensor_flags(CLI::App* cmd, StudyFlags& flags, const std::string& default_text);
+void add_rounding_flags(CLI::App* cmd, StudyFlags& flags, const SrScope& scope);
+void add_run_flags(CLI::App* cmd, StudyFlags& flags, const std::string& threads_help);
 
 // --split-rows-above BYTES (suffixes KiB, MiB, GiB; default 256 MiB): tensors
 // larger than that are studied as row ranges (distributed.hpp "row ranges").
@@ -52,6 +59,8 @@ struct Study {
   int threads = 1;            // resolved: at least 1
 };
 Study resolve_study(const StudyFlags& flags);
+// resolve_study's part for the rounding flags: --round and the SR group.
+void resolve_rounding(const StudyFlags& flags, std::optional<Rounding>& rounding, StochasticBits& stochastic);
 
 // The QuantOptions of one recipe of the study for a tensor of `dtype`.
 QuantOptions study_quant_options(const Study& study, const Recipe& recipe, InputDType dtype);
