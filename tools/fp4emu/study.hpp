@@ -1,6 +1,7 @@
 #pragma once
-// What the dump studies (underflow, resq) share: the dump inputs, the options
-// that select tensors, recipes, rounding, threads and progress, and the input
+// What the dump studies (underflow, resq; compare for the inputs, --tensor,
+// rounding, threads and progress) share: the dump inputs, the options that
+// select tensors, recipes, rounding, threads and progress, and the input
 // section of their reports. One declaration of each option, one rule.
 #include <CLI/CLI.hpp>
 
