@@ -28,7 +28,7 @@ enum class KernelFamily : uint8_t {
 // as thresholds on |x| for one block scale code s (driver.cpp ggml_argmin_table).
 struct GgmlArgminRow {
   // threshold[k], k = 1..7: the smallest fp32 |x| the argmin gives magnitude k
-  // rather than k - 1; threshold[0] = 0; 8..15 pad a 16-lane table.
+  // rather than k - 1; threshold[0] = 0; 8..15 are +Inf, never indexed.
   alignas(64) float threshold[16] = {};
   float minus_threshold1 = 0.0f;  // -threshold[1]: x at or below it has code 8 + magnitude
   float d = 0.0f;      // ggml_ue4m3_to_fp32(s): half the scale
