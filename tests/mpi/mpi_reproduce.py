@@ -130,7 +130,8 @@ def write_rows_dump(path):
     rows): 100 rows (6 pieces of 16 and one of 4: neither a multiple of 16
     nor of N = 2, 3), a 3-D tensor of 3 x 41 rows, and one small enough to
     stay whole, and one with an Inf, whose NVFP4 amax the quantizer refuses
-    as given: re-planned whole when an NVFP4 recipe runs. Seeded
+    as given: re-planned whole when an NVFP4 recipe runs (resq, which
+    needs finite inputs, fails on it in the piece that holds it). Seeded
     heavy-tailed values with an outlier in the last piece, so that the NVFP4
     per-tensor amax lies on one rank only."""
     import random
