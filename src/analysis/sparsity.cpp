@@ -216,7 +216,9 @@ MaskStats mask_stats(const SparsityPattern& p, std::span<const float> values, co
       break;
     }
     case Kind::block: {
-      const auto [t0, t1] = tile_rows(p, r);
+      // Plain names, not a structured binding: clang before 16 cannot capture one in an OpenMP region.
+      const std::pair<int64_t, int64_t> tiles = tile_rows(p, r);
+      const int64_t t0 = tiles.first, t1 = tiles.second;
       const int64_t tc = tile_cols(p, cols);
       s.norms.assign(size_t((t1 - t0) * tc), 0.0);
       // One tile row per iteration: its tiles' norms add in row-major order.
