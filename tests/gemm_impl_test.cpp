@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/gemm/gemm.hpp"
 #include "fp4emu/io/npy.hpp"
@@ -118,11 +119,104 @@ TEST(GemmSimd, EveryTargetAndThreadCountMatchesTheScalarForm) {
         mismatches(gemm(c.a, c.b, o), want, what + " target " + hwy::TargetName(target));
       }
       hwy::SetSupportedTargetsForTest(0);
-      for (int threads : {3}) {
+      for (int threads : {2, 3}) {
         o.threads = threads;
         mismatches(gemm(c.a, c.b, o), want, what + " threads " + std::to_string(threads));
       }
     }
+}
+
+// The byte products of the packed kernels (simd.cpp, kAOffset) at their
+// bounds: every element at the format's largest magnitude (E2M1 ±6, so N =
+// ±12; HiF4 S1P2 ±1.75 with every L2 and L3 micro-exponent bit set, N = ±28),
+// in every lane, with both signs in every combination, ragged k, on every
+// target and 1, 2 and 3 threads. A saturated pair sum or a wrapped int16 lane
+// gives another integer than the scalar form's exact products.
+TEST(GemmSimd, LargestElements) {
+  std::mt19937_64 rng(27);
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"}) {
+    const Format format = find_recipe(recipe)->format;
+    const int block = block_size(format);
+    const auto magnitude = [&](uint8_t code) {
+      return std::fabs(format == Format::hif4 ? s1p2_decode(code) : e2m1_decode(code));
+    };
+    uint8_t largest = 0;
+    for (uint8_t code = 0; code < 8; ++code)
+      if (magnitude(code) > magnitude(largest)) largest = code;
+    const uint8_t negative = largest | 0x8;
+    // Sign patterns of the elements: all +, all −, alternating, random.
+    const auto fill = [&](PackedTensor& p, int pattern) {
+      for (uint8_t& byte : p.codes) {
+        uint8_t lo = largest, hi = largest;
+        if (pattern == 1) lo = hi = negative;
+        if (pattern == 2) hi = negative;
+        if (pattern == 3) {
+          lo = rng() & 1 ? negative : largest;
+          hi = rng() & 1 ? negative : largest;
+        }
+        byte = static_cast<uint8_t>(lo | (hi << 4));
+      }
+      // HiF4: every L2 and L3 bit set (bytes 1..3 of each word, in either bit order).
+      if (format == Format::hif4)
+        for (size_t i = 0; i < p.scales.size(); i += 4) p.scales[i + 1] = p.scales[i + 2] = p.scales[i + 3] = 0xFF;
+    };
+    for (int64_t k : {int64_t{3} * block, int64_t{3} * block + 5})
+      for (int pa = 0; pa < 4; ++pa)
+        for (int pb = 0; pb < 4; ++pb) {
+          PackedTensor a = quantized(recipe, {9, k}, 1, rng);
+          PackedTensor b = quantized(recipe, {35, k}, 1, rng);
+          fill(a, pa);
+          fill(b, pb);
+          for (const ModelCase& mc : kModels) {
+            if (mc.model == GemmModel::fma_fp32) continue;
+            GemmOptions o;
+            o.model = mc.model;
+            o.blocks_per_step = mc.blocks_per_step;
+            o.b_layout = BLayout::nk;
+            o.impl = GemmImpl::scalar;
+            const Tensor want = gemm(a, b, o);
+            o.impl = GemmImpl::simd;
+            const std::string what = fmt::format("{} k {} signs {}/{} {} x{}", recipe, k, pa, pb,
+                                                 to_string(mc.model), mc.blocks_per_step);
+            o.threads = 1;
+            for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+              hwy::SetSupportedTargetsForTest(target);
+              mismatches(gemm(a, b, o), want, what + " target " + hwy::TargetName(target));
+            }
+            hwy::SetSupportedTargetsForTest(0);
+            for (int threads : {2, 3}) {
+              o.threads = threads;
+              mismatches(gemm(a, b, o), want, what + " threads " + std::to_string(threads));
+            }
+          }
+        }
+  }
+}
+
+// Tiny and ragged shapes: k below one quad and one block, single rows and
+// columns, n just past a panel.
+TEST(GemmSimd, RaggedShapes) {
+  std::mt19937_64 rng(28);
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"})
+    for (int64_t k : {1, 2, 3, 5, 17, 67})
+      for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {5, 33}}) {
+        const PackedTensor a = quantized(recipe, {m, k}, 1, rng);
+        const PackedTensor b = quantized(recipe, {k, n}, 0, rng);
+        for (const ModelCase& mc : kModels) {
+          GemmOptions o;
+          o.model = mc.model;
+          o.blocks_per_step = mc.blocks_per_step;
+          o.impl = GemmImpl::scalar;
+          const Tensor want = gemm(a, b, o);
+          o.impl = GemmImpl::simd;
+          const std::string what =
+              fmt::format("{} {}x{}x{} {} x{}", recipe, m, k, n, to_string(mc.model), mc.blocks_per_step);
+          for (int threads : {1, 2, 3}) {
+            o.threads = threads;
+            mismatches(gemm(a, b, o), want, what + " threads " + std::to_string(threads));
+          }
+        }
+      }
 }
 
 TEST(GemmSimd, LargerTiledProduct) {
@@ -137,7 +231,12 @@ TEST(GemmSimd, LargerTiledProduct) {
     o.impl = GemmImpl::scalar;
     const Tensor want = gemm(a, b, o);
     o.impl = GemmImpl::simd;
-    mismatches(gemm(a, b, o), want, std::string("67x320x130 ") + std::string(to_string(mc.model)));
+    // 1, 2 and 3 threads: panels laid out and tiles taken in another order.
+    for (int threads : {1, 2, 3}) {
+      o.threads = threads;
+      mismatches(gemm(a, b, o), want,
+                 fmt::format("67x320x130 {} x{} threads {}", to_string(mc.model), mc.blocks_per_step, threads));
+    }
   }
 }
 

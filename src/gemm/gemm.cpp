@@ -143,12 +143,17 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
   // fma_fp32's and fast's fast forms read only the fp32 values: decode them
   // straight from the codes (decode_fp32_operand), no integer form.
-  const OperandForm form = options.impl == GemmImpl::simd && (options.model == GemmModel::fast ||
+  // Packed × packed exact and block_fp32 (simd_packed_gemm): checked here,
+  // unpacked inside the one parallel region of the product.
+  const bool packed_simd = simd && a_in.packed() && b_in.packed() &&
+                           (options.model == GemmModel::exact || options.model == GemmModel::block_fp32);
+  const OperandForm form = packed_simd ? OperandForm::deferred
+                           : options.impl == GemmImpl::simd && (options.model == GemmModel::fast ||
                                                                 (simd && options.model == GemmModel::fma_fp32))
                                ? OperandForm::fp32
                                : OperandForm::integers;
-  const Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads, form);
-  const Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads, form);
+  Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads, form);
+  Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads, form);
   if (a.k() != b.k())
     throw InputError(options.b_layout == BLayout::kn
                          ? fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(),
@@ -188,8 +193,8 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
       break;
     case GemmModel::exact:
     case GemmModel::block_fp32:
-      if (simd && a.is_packed && b.is_packed) {
-        simd_packed_gemm(a.packed, b.packed, options.model, options.blocks_per_step, threads, c.data.data());
+      if (packed_simd) {
+        simd_packed_gemm(a, b, options.model, options.blocks_per_step, threads, c.data.data());
         break;
       }
       // Dense operands and the scalar implementation: the scalar form per

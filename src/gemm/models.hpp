@@ -25,8 +25,9 @@ float fma_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
 // scalar forms.
 bool simd_kernels_available();
 // Packed × packed, exact or block_fp32: integer SIMD block dot products.
-void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel model, int blocks_per_step,
-                      int threads, float* c);
+// a and b come from make_operand(..., OperandForm::deferred); their rows are
+// unpacked here, inside the product's one parallel region.
+void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_step, int threads, float* c);
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
 void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);

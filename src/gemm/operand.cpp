@@ -162,8 +162,7 @@ ElementTables checked_element_tables(const PackedTensor& p, Side side, BLayout l
   return t;
 }
 
-PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
-  const ElementTables tables = checked_element_tables(p, side, layout);
+PackedOperand packed_operand_shell(const PackedTensor& p) {
   PackedOperand o;
   o.format = p.format;
   o.rows = p.rows;
@@ -171,49 +170,58 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, i
   o.kpad = p.padded_len;
   o.block = p.block_size;
   o.blocks = p.blocks_per_row();
+  o.n.assign(o.rows * o.kpad, 0);
+  o.sign.assign(o.rows * o.kpad, 0);
+  o.unit.resize(o.rows * o.blocks);
+  o.unit_m.resize(o.rows * o.blocks);
+  o.unit_e.resize(o.rows * o.blocks);
+  return o;
+}
 
+void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
+                 uint8_t* codes) {
   const std::array<float, 256>& units = tables.units;
   const std::array<int8_t, 16>& integers = tables.integers;
   // The sign bit of each code's value, one lookup per element (a branch on
   // random signs mispredicts half the time).
   std::array<uint8_t, 16> sign_bit{};
   for (int c = 0; c < 16; ++c) sign_bit[c] = static_cast<uint8_t>(integers[c] < 0 || tables.negative_zero[c]);
+  for (int64_t r = r0; r < r1; ++r) {
+    unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes);
+    int8_t* row_n = o.n.data() + r * o.kpad;
+    for (int64_t b = 0; b < o.blocks; ++b) {
+      const uint32_t word = scale_word(p, o.block_index(r, b));
+      const float u = units[word & 0xFF];
+      o.unit[o.block_index(r, b)] = u;
+      const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
+      o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
+      o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
+      const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
+      const uint8_t* block_codes = codes + b * o.block;
+      int8_t* block_n = row_n + b * o.block;
+      uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
+      for (int j = 0; j < count; ++j) block_sign[j] = sign_bit[block_codes[j]];
+      if (p.format != Format::hif4) {
+        for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
+      } else {
+        // docs/spec/hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
+        for (int j = 0; j < count; ++j)
+          block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
+                                           (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));
+      }
+    }
+  }
+}
 
-  o.n.assign(o.rows * o.kpad, 0);
-  o.sign.assign(o.rows * o.kpad, 0);
-  o.unit.resize(o.rows * o.blocks);
-  o.unit_m.resize(o.rows * o.blocks);
-  o.unit_e.resize(o.rows * o.blocks);
+PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, int threads) {
+  const ElementTables tables = checked_element_tables(p, side, layout);
+  PackedOperand o = packed_operand_shell(p);
   // Rows in parallel: each writes only its own entries.
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint8_t> codes(o.kpad);
 #pragma omp for schedule(dynamic, 16)
-    for (int64_t r = 0; r < o.rows; ++r) {
-      unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes.data());
-      int8_t* row_n = o.n.data() + r * o.kpad;
-      for (int64_t b = 0; b < o.blocks; ++b) {
-        const uint32_t word = scale_word(p, o.block_index(r, b));
-        const float u = units[word & 0xFF];
-        o.unit[o.block_index(r, b)] = u;
-        const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
-        o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
-        o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
-        const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
-        const uint8_t* block_codes = codes.data() + b * o.block;
-        int8_t* block_n = row_n + b * o.block;
-        uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
-        for (int j = 0; j < count; ++j) block_sign[j] = sign_bit[block_codes[j]];
-        if (p.format != Format::hif4) {
-          for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
-        } else {
-          // docs/spec/hif4.md §3-§4: element j carries L2 bit b_{j/8} and L3 bit c_{j/4}.
-          for (int j = 0; j < count; ++j)
-            block_n[j] = static_cast<int8_t>(integers[block_codes[j]] *
-                                             (1 << (((word >> (8 + j / 8)) & 1) + ((word >> (16 + j / 4)) & 1))));
-        }
-      }
-    }
+    for (int64_t r = 0; r < o.rows; ++r) unpack_rows(p, tables, o, r, r + 1, codes.data());
   }
   return o;
 }
@@ -246,6 +254,11 @@ Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threa
     o.format = op.packed()->format;
     if (form == OperandForm::fp32) {
       o.dense = decode_fp32_operand(*op.packed(), side, layout, threads);
+    } else if (form == OperandForm::deferred) {
+      o.is_packed = true;
+      o.tables = checked_element_tables(*op.packed(), side, layout);
+      o.packed = packed_operand_shell(*op.packed());
+      o.source = op.packed();
     } else {
       o.is_packed = true;
       o.packed = unpack_operand(*op.packed(), side, layout, threads);

@@ -70,6 +70,12 @@ uint32_t scale_word(const PackedTensor& p, int64_t block_index);
 // with BLayout::nk) and unpacks it. The padding beyond k reads as 0 whatever
 // its bytes (the GEMM's k is the logical k).
 PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout = BLayout::kn, int threads = 1);
+// unpack_operand in two steps, for callers that unpack rows inside a
+// parallel region of their own (simd_packed_gemm): the operand's sizes with
+// its arrays allocated, then rows [r0, r1) (`codes`: scratch of kpad bytes).
+PackedOperand packed_operand_shell(const PackedTensor& p);
+void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
+                 uint8_t* codes);
 
 // Dense operand as rows along k (A: its rows; B: its columns, which are the
 // rows of W as given with BLayout::nk), fp32 values.
@@ -92,13 +98,17 @@ struct Operand {
   PackedOperand packed;
   DenseOperand dense;
   std::optional<Format> format;  // of a packed input, in either form
+  const PackedTensor* source = nullptr;  // OperandForm::deferred: the input, not yet unpacked
+  ElementTables tables{};                // OperandForm::deferred: its tables
   int64_t rows() const { return is_packed ? packed.rows : dense.rows; }
   int64_t k() const { return is_packed ? packed.k : dense.k; }
 };
 // How make_operand holds a packed input: integers and units (the exact and
 // block_fp32 models, every scalar form), or its fp32 values (the fast forms
-// of fma_fp32 and fast, which need nothing else).
-enum class OperandForm : uint8_t { integers, fp32 };
+// of fma_fp32 and fast, which need nothing else), or checked but not yet
+// unpacked (`deferred`: packed_operand_shell in `packed`, the tables in
+// `tables`; simd_packed_gemm unpacks it inside its own parallel region).
+enum class OperandForm : uint8_t { integers, fp32, deferred };
 // `threads`: rows unpacked in parallel (the result does not depend on it).
 Operand make_operand(const GemmOperand& op, Side side, BLayout layout = BLayout::kn, int threads = 1,
                      OperandForm form = OperandForm::integers);

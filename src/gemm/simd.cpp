@@ -4,10 +4,13 @@
 // the thread count; tests compare every compiled target with the scalar form.
 //
 // Packed × packed (exact, block_fp32): the integer block dot products
-// d = Σ_{k∈block} N_a·N_b are int16×int16→int32 multiply-adds
-// (ReorderWidenMulAccumulate = pmaddwd on x86), vectorised over columns of B:
-// a pair (N_a[2p], N_a[2p+1]) of a row of A is broadcast and multiplied with
-// the pairs of kTileVecs·Lanes columns of B. |d| ≤ 64·28·28 < 2^16.
+// d = Σ_{k∈block} N_a·N_b, vectorised over columns of B: a quad
+// (N_a[4q] .. N_a[4q+3]) of a row of A is broadcast and multiplied with the
+// quads of kTileVecs·Lanes columns of B, byte by byte, the pairs summed into
+// int16 lanes (QuadPairProducts: pmaddubsw on x86, u8×s8), the int16 sums
+// widened to int32 once per 32 elements (pmaddwd with ones). pmaddubsw needs
+// one unsigned factor: A's bytes are N_a + kAOffset, and the block's
+// kAOffset·Σ N_b is subtracted afterwards. |d| ≤ 64·28·28 < 2^16.
 //
 // block_fp32 with one block per step: q = fp32(d·u_a·u_b) is one fp32
 // multiply of float(d) (exact) by f = u_a·u_b, which is exact whenever it is a
@@ -20,11 +23,13 @@
 // when the output's exponents are close, in the Kulisch accumulator otherwise.
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "exact_sum.hpp"
@@ -45,20 +50,35 @@ namespace fp4emu::gemm_detail {
 constexpr int kTileRows = 4;  // rows of A per tile of the integer kernels
 constexpr int kMaxFmaRows = 8;  // rows of A per fma_fp32 tile, at most (FmaRows)
 
+// Exactness of the byte products (QuadPairProducts). Every element is an
+// integer |N| ≤ 28 in its block's units: 2·E2M1 ≤ 12 (MXFP4, NVFP4), HiF4's
+// 4·S1P2 ≤ 7 times 2^(b+c) ≤ 4. A's bytes are N_a + kAOffset ∈ [0, 56]
+// (uint8), B's are N_b ∈ [−28, 28] (int8). A pair sum of two byte products
+// has |·| ≤ 2·56·28 = 3136, so pmaddubsw never saturates; an int16 lane sums
+// the pairs of kQuadsPerWiden quads, |·| ≤ 8·3136 = 25088 < 2^15, and is
+// widened to int32 before it could wrap. The offset's term kAOffset·Σ N_b,
+// |·| ≤ 28·64·28, is subtracted in int32. tests/gemm_impl_test.cpp
+// (GemmSimd.LargestElements) runs every format with its largest elements
+// in every lane, both signs.
+constexpr int kAOffset = 28;
+constexpr int kQuadsPerWiden = 8;
+
 // Packed × packed operands laid out for the integer kernels. B is cut into
 // panels of `cols` columns (the target's tile width), each stored contiguously
 // along k, so a tile streams its panel sequentially.
 struct IntLayout {
   int64_t m = 0, n = 0, kpad = 0, blocks = 0, mp = 0, np = 0, cols = 0;
   int block = 0;
-  // A pair (N[2p], N[2p+1]) is one int32, low half first (two int16 lanes).
-  std::vector<int32_t> a;  // mp × kpad/2
-  std::vector<int32_t> b;  // [np/cols][kpad/2][cols]
+  // A quad (N[4q] .. N[4q+3]) is one uint32, element 4q in the low byte:
+  // A's bytes are N + kAOffset (uint8), B's are N (int8).
+  std::vector<uint32_t> a;  // mp × kpad/4
+  std::vector<uint32_t> b;  // [np/cols][kpad/4][cols]
+  std::vector<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
   std::vector<float> ua;  // mp × blocks
   std::vector<float> ub;  // [np/cols][blocks][cols]
   // `exact` only: units as unit_m · 2^unit_e (operand.hpp), laid out as ua / ub.
   std::vector<int32_t> am, ae, bm, be;
-  const int32_t* b_pairs(int64_t j0, int64_t p) const { return b.data() + ((j0 / cols) * (kpad / 2) + p) * cols; }
+  const uint32_t* b_quads(int64_t j0, int64_t q) const { return b.data() + ((j0 / cols) * (kpad / 4) + q) * cols; }
   const float* b_units(int64_t j0, int64_t kb) const { return ub.data() + ((j0 / cols) * blocks + kb) * cols; }
   int64_t b_block(int64_t j0, int64_t kb) const { return ((j0 / cols) * blocks + kb) * cols; }
 };
@@ -179,6 +199,33 @@ size_t TileCols() {
   return kTileVecs * hn::Lanes(d32);
 }
 
+// Per 16-bit lane i: a[2i]·b[2i] + a[2i+1]·b[2i+1], a's bytes unsigned, b's
+// signed, for operands within the bounds at kAOffset (no saturation, no wrap).
+template <class D16, class V8U, class V8I>
+HWY_INLINE hn::Vec<D16> QuadPairProducts(D16 d16, V8U a, V8I b) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d16;
+  return hn::Vec<D16>{_mm512_maddubs_epi16(a.raw, b.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  (void)d16;
+  return hn::Vec<D16>{_mm256_maddubs_epi16(a.raw, b.raw)};
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  (void)d16;
+  return hn::Vec<D16>{_mm_maddubs_epi16(a.raw, b.raw)};
+#else
+  // Portable form: the low and high byte of each 16-bit lane, zero- and
+  // sign-extended; the products and their sum fit int16 (bounds above).
+  const hn::RebindToUnsigned<D16> du16;
+  const auto a16 = hn::BitCast(du16, a);
+  const auto a_lo = hn::BitCast(d16, hn::And(a16, hn::Set(du16, 0xFF)));
+  const auto a_hi = hn::BitCast(d16, hn::ShiftRight<8>(a16));
+  const auto b16 = hn::BitCast(d16, b);
+  const auto b_lo = hn::ShiftRight<8>(hn::ShiftLeft<8>(b16));
+  const auto b_hi = hn::ShiftRight<8>(b16);
+  return hn::Add(hn::Mul(a_lo, b_lo), hn::Mul(a_hi, b_hi));
+#endif
+}
+
 // Calls sink(kb, dots) for each block kb in increasing order, where
 // dots[ii][r] holds the block dot products of row i0+ii with columns
 // j0 + r·Lanes ... j0 + (r+1)·Lanes - 1.
@@ -186,28 +233,44 @@ template <class Sink>
 HWY_INLINE void ForEachBlockDot(const IntLayout& op, int64_t i0, int64_t j0, const Sink& sink) {
   const hn::ScalableTag<int32_t> d32;
   const hn::Repartition<int16_t, decltype(d32)> d16;
+  const hn::Repartition<uint8_t, decltype(d32)> du8;
+  const hn::Repartition<int8_t, decltype(d32)> di8;
+  const hn::RebindToUnsigned<decltype(d32)> du32;
   using V = hn::Vec<decltype(d32)>;
+  using V16 = hn::Vec<decltype(d16)>;
   const size_t lanes = hn::Lanes(d32);
-  const int32_t* a_pairs[kTileRows];
-  for (int ii = 0; ii < kTileRows; ++ii) a_pairs[ii] = op.a.data() + (i0 + ii) * (op.kpad / 2);
-  const int64_t pairs = op.block / 2;
+  const uint32_t* a_quads[kTileRows];
+  for (int ii = 0; ii < kTileRows; ++ii) a_quads[ii] = op.a.data() + (i0 + ii) * (op.kpad / 4);
+  const int64_t quads = op.block / 4, widen = std::min<int64_t>(quads, kQuadsPerWiden);
+  const V16 ones = hn::Set(d16, 1);
   for (int64_t kb = 0; kb < op.blocks; ++kb) {
     V sum0[kTileRows][kTileVecs], sum1[kTileRows][kTileVecs];
     for (int ii = 0; ii < kTileRows; ++ii)
       for (int r = 0; r < kTileVecs; ++r) sum0[ii][r] = sum1[ii][r] = hn::Zero(d32);
-    for (int64_t p = kb * pairs; p < (kb + 1) * pairs; ++p) {
-      const int32_t* bp = op.b_pairs(j0, p);
-      hn::Vec<decltype(d16)> bv[kTileVecs];
-      for (int r = 0; r < kTileVecs; ++r) bv[r] = hn::BitCast(d16, hn::LoadU(d32, bp + r * lanes));
-      for (int ii = 0; ii < kTileRows; ++ii) {
-        const auto av = hn::BitCast(d16, hn::Set(d32, a_pairs[ii][p]));
-        for (int r = 0; r < kTileVecs; ++r)
-          sum0[ii][r] = hn::ReorderWidenMulAccumulate(d32, av, bv[r], sum0[ii][r], sum1[ii][r]);
+    for (int64_t q0 = kb * quads; q0 < (kb + 1) * quads; q0 += widen) {
+      V16 pairs[kTileRows][kTileVecs];
+      for (int ii = 0; ii < kTileRows; ++ii)
+        for (int r = 0; r < kTileVecs; ++r) pairs[ii][r] = hn::Zero(d16);
+      for (int64_t q = q0; q < q0 + widen; ++q) {
+        const uint32_t* bq = op.b_quads(j0, q);
+        hn::Vec<decltype(di8)> bv[kTileVecs];
+        for (int r = 0; r < kTileVecs; ++r) bv[r] = hn::BitCast(di8, hn::LoadU(du32, bq + r * lanes));
+        for (int ii = 0; ii < kTileRows; ++ii) {
+          const auto av = hn::BitCast(du8, hn::Set(du32, a_quads[ii][q]));
+          for (int r = 0; r < kTileVecs; ++r) pairs[ii][r] = hn::Add(pairs[ii][r], QuadPairProducts(d16, av, bv[r]));
+        }
       }
+      for (int ii = 0; ii < kTileRows; ++ii)
+        for (int r = 0; r < kTileVecs; ++r)
+          sum0[ii][r] = hn::ReorderWidenMulAccumulate(d32, pairs[ii][r], ones, sum0[ii][r], sum1[ii][r]);
     }
+    const int32_t* offset_sums = op.b_offset_sums.data() + op.b_block(j0, kb);
     V dots[kTileRows][kTileVecs];
-    for (int ii = 0; ii < kTileRows; ++ii)
-      for (int r = 0; r < kTileVecs; ++r) dots[ii][r] = hn::RearrangeToOddPlusEven(sum0[ii][r], sum1[ii][r]);
+    for (int r = 0; r < kTileVecs; ++r) {
+      const V offset = hn::LoadU(d32, offset_sums + r * lanes);
+      for (int ii = 0; ii < kTileRows; ++ii)
+        dots[ii][r] = hn::Sub(hn::RearrangeToOddPlusEven(sum0[ii][r], sum1[ii][r]), offset);
+    }
     sink(kb, dots);
   }
 }
@@ -353,13 +416,18 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// Two int16 lanes in one int32, `lo` in the low half (little-endian lane order).
-int32_t int16_pair(int8_t lo, int8_t hi) {
-  return static_cast<int32_t>(static_cast<uint16_t>(int16_t{lo}) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(int16_t{hi})) << 16));
+// Four bytes in one uint32, element 0 in the low byte (little-endian lane order).
+uint32_t byte_quad(const int8_t* n, int offset) {
+  uint32_t q = 0;
+  for (int e = 0; e < 4; ++e) q |= static_cast<uint32_t>(static_cast<uint8_t>(n[e] + offset)) << (8 * e);
+  return q;
 }
 
-IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_t cols, int threads) {
+// The layout's arrays, sized and filled for the padding: padding rows and
+// columns get N = 0 and unit 1 (their lanes stay on the exact-f path and
+// never produce NaN) and unit_m 0 (their `exact` terms are 0). The operands'
+// rows are laid out by layout_a_rows and layout_b_panel.
+IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64_t cols) {
   IntLayout L;
   L.m = a.rows;
   L.n = b.rows;
@@ -369,37 +437,46 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
   L.cols = cols;
   L.mp = round_up(L.m, kTileRows);
   L.np = round_up(L.n, cols);
-  L.a.assign(L.mp * L.kpad / 2, 0);
-  const int64_t a_pairs = static_cast<int64_t>(a.n.size() / 2);
-#pragma omp parallel for schedule(dynamic, 1 << 14) num_threads(threads)
-  for (int64_t p = 0; p < a_pairs; ++p) L.a[p] = int16_pair(a.n[2 * p], a.n[2 * p + 1]);
-  // Padding rows and columns get N = 0 and unit 1, so their lanes stay on
-  // the exact-f path and never produce NaN.
-  L.b.assign(L.kpad / 2 * L.np, 0);
+  const int8_t zeros[4] = {};
+  L.a.assign(L.mp * L.kpad / 4, byte_quad(zeros, kAOffset));
+  L.b.assign(L.kpad / 4 * L.np, 0);
+  L.b_offset_sums.assign(L.blocks * L.np, 0);
   L.ub.assign(L.blocks * L.np, 1.0f);
   L.ua.assign(L.mp * L.blocks, 1.0f);
-  std::copy(a.unit.begin(), a.unit.end(), L.ua.begin());
-  // Padding rows and columns: unit_m 0, so their terms are 0.
   L.am.assign(L.mp * L.blocks, 0);
   L.ae.assign(L.mp * L.blocks, 0);
   L.bm.assign(L.blocks * L.np, 0);
   L.be.assign(L.blocks * L.np, 0);
-  std::copy(a.unit_m.begin(), a.unit_m.end(), L.am.begin());
-  std::copy(a.unit_e.begin(), a.unit_e.end(), L.ae.begin());
-#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
-  for (int64_t j = 0; j < L.n; ++j) {
+  return L;
+}
+
+// Rows [r0, r1) of A, unpacked, into the layout.
+void layout_a_rows(const PackedOperand& a, IntLayout& L, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t q = 0; q < L.kpad / 4; ++q) L.a[r * (L.kpad / 4) + q] = byte_quad(a.n.data() + r * L.kpad + 4 * q, kAOffset);
+  std::copy(a.unit.begin() + r0 * L.blocks, a.unit.begin() + r1 * L.blocks, L.ua.begin() + r0 * L.blocks);
+  std::copy(a.unit_m.begin() + r0 * L.blocks, a.unit_m.begin() + r1 * L.blocks, L.am.begin() + r0 * L.blocks);
+  std::copy(a.unit_e.begin() + r0 * L.blocks, a.unit_e.begin() + r1 * L.blocks, L.ae.begin() + r0 * L.blocks);
+}
+
+// The columns of B in panel `panel`, unpacked, into the layout.
+void layout_b_panel(const PackedOperand& b, IntLayout& L, int64_t panel) {
+  const int64_t cols = L.cols;
+  for (int64_t j = panel * cols; j < std::min(L.n, (panel + 1) * cols); ++j) {
     const int8_t* col = b.n.data() + j * b.kpad;
-    const int64_t panel = j / cols, c = j % cols;
-    int32_t* dst = L.b.data() + panel * (L.kpad / 2) * cols + c;
-    for (int64_t p = 0; p < L.kpad / 2; ++p) dst[p * cols] = int16_pair(col[2 * p], col[2 * p + 1]);
-    float* units = L.ub.data() + panel * L.blocks * cols + c;
-    for (int64_t kb = 0; kb < L.blocks; ++kb) units[kb * cols] = b.unit[b.block_index(j, kb)];
+    const int64_t c = j - panel * cols;
+    uint32_t* dst = L.b.data() + panel * (L.kpad / 4) * cols + c;
+    for (int64_t q = 0; q < L.kpad / 4; ++q) dst[q * cols] = byte_quad(col + 4 * q, 0);
     for (int64_t kb = 0; kb < L.blocks; ++kb) {
-      L.bm[(panel * L.blocks + kb) * cols + c] = b.unit_m[b.block_index(j, kb)];
-      L.be[(panel * L.blocks + kb) * cols + c] = b.unit_e[b.block_index(j, kb)];
+      int32_t sum = 0;
+      for (int e = 0; e < L.block; ++e) sum += col[kb * L.block + e];
+      const int64_t at = (panel * L.blocks + kb) * cols + c;
+      L.b_offset_sums[at] = kAOffset * sum;
+      L.ub[at] = b.unit[b.block_index(j, kb)];
+      L.bm[at] = b.unit_m[b.block_index(j, kb)];
+      L.be[at] = b.unit_e[b.block_index(j, kb)];
     }
   }
-  return L;
 }
 
 // Per row of an operand: whether it holds a NaN block, and the range of the
@@ -408,14 +485,11 @@ IntLayout make_int_layout(const PackedOperand& a, const PackedOperand& b, int64_
 struct RowFacts {
   std::vector<uint8_t> nan;
   std::vector<int> emin, emax;
+  explicit RowFacts(int64_t rows) : nan(rows, 0), emin(rows, 0), emax(rows, 0) {}
 };
 
-RowFacts row_facts(const PackedOperand& p) {
-  RowFacts f;
-  f.nan.assign(p.rows, 0);
-  f.emin.assign(p.rows, 0);
-  f.emax.assign(p.rows, 0);
-  for (int64_t r = 0; r < p.rows; ++r) {
+void row_facts(const PackedOperand& p, RowFacts& f, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
     int lo = INT32_MAX, hi = INT32_MIN;
     for (int64_t kb = 0; kb < p.blocks; ++kb) {
       const int64_t i = p.block_index(r, kb);
@@ -429,7 +503,6 @@ RowFacts row_facts(const PackedOperand& p) {
       f.emax[r] = hi;
     }
   }
-  return f;
 }
 
 // The integer dot products carry no sign of zero: an `exact` result +0 is
@@ -487,25 +560,37 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
 
 }  // namespace
 
-void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel model, int blocks_per_step,
-                      int threads, float* c) {
+// One parallel region, no barrier but its end (on a shared machine each
+// barrier waits for a thread that may have lost its core). Jobs are handed
+// out in order from one counter: chunks of A's rows, then B's column panels.
+// A panel's job unpacks and lays out its columns, then runs its tiles, taken
+// from the panel's own counter; a thread without jobs left helps with the
+// tiles of panels already laid out. A tile waits only for its own rows of A
+// (a chunk handed out before any panel).
+void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_per_step, int threads, float* c) {
+  PackedOperand& a = a_op.packed;
+  PackedOperand& b = b_op.packed;
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
-  const IntLayout L = make_int_layout(a, b, cols, thread_count(threads));
+  IntLayout L = int_layout_shell(a, b, cols);
   const bool fused = model == GemmModel::block_fp32 && blocks_per_step == 1;
-  const RowFacts fa = row_facts(a), fb = row_facts(b);
+  RowFacts fa(a.rows), fb(b.rows);
   const int64_t row_tiles = L.mp / kTileRows, col_tiles = L.np / cols;
+  constexpr int64_t kChunkRows = 4 * kTileRows;  // a tile's rows lie in one chunk
+  const int64_t a_chunks = (L.m + kChunkRows - 1) / kChunkRows;
+  std::vector<std::atomic<int>> a_ready(a_chunks);
+  std::vector<std::atomic<int>> panel_ready(col_tiles);
+  std::vector<std::atomic<int64_t>> panel_next_tile(col_tiles);
+  std::atomic<int64_t> next_job{0};
+  const int64_t jobs = a_chunks + col_tiles;
 #pragma omp parallel num_threads(thread_count(threads))
   {
+    std::vector<uint8_t> codes(L.kpad);
     std::vector<float> out(kTileRows * cols);
     std::vector<int32_t> dots(fused ? 0 : L.blocks * kTileRows * cols);
     std::vector<Term> terms(L.blocks);
     std::vector<int32_t> base(model == GemmModel::exact ? kTileRows * cols : 0);
     std::vector<int64_t> sums(base.size());
-    // Column panels outermost: consecutive tiles reuse one panel of B. Tiles
-    // are taken as threads free up (a thread that loses its core takes fewer).
-#pragma omp for schedule(dynamic)
-    for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
-      const int64_t i0 = (t % row_tiles) * kTileRows, j0 = (t / row_tiles) * cols;
+    const auto tile = [&](int64_t i0, int64_t j0) {
       if (model == GemmModel::exact) {
         // Every output of the tile within the int64 spread: its sums in
         // vector lanes (ExactSumsTile); else combine_dots, one by one.
@@ -529,7 +614,7 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
                                                                                              base[ii * cols + jj]),
                                                                         a, i, b, j);
             }
-          continue;
+          return;
         }
       }
       if (fused) HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data());
@@ -541,7 +626,33 @@ void simd_packed_gemm(const PackedOperand& a, const PackedOperand& b, GemmModel 
           else dst = combine_dots(a, fa, i0 + ii, b, fb, j0 + jj, dots.data() + ii * cols + jj, kTileRows * cols,
                                   model, blocks_per_step, terms);
         }
+    };
+    const auto panel_tiles = [&](int64_t panel) {
+      for (int64_t t; (t = panel_next_tile[panel].fetch_add(1)) < row_tiles;) {
+        const int64_t i0 = t * kTileRows;
+        while (!a_ready[i0 / kChunkRows].load(std::memory_order_acquire)) std::this_thread::yield();
+        tile(i0, panel * cols);
+      }
+    };
+    for (int64_t job; (job = next_job.fetch_add(1)) < jobs;) {
+      if (job < a_chunks) {
+        const int64_t r0 = job * kChunkRows, r1 = std::min(L.m, r0 + kChunkRows);
+        unpack_rows(*a_op.source, a_op.tables, a, r0, r1, codes.data());
+        layout_a_rows(a, L, r0, r1);
+        row_facts(a, fa, r0, r1);
+        a_ready[job].store(1, std::memory_order_release);
+      } else {
+        const int64_t panel = job - a_chunks;
+        const int64_t j0 = panel * cols, j1 = std::min(L.n, j0 + cols);
+        unpack_rows(*b_op.source, b_op.tables, b, j0, j1, codes.data());
+        layout_b_panel(b, L, panel);
+        row_facts(b, fb, j0, j1);
+        panel_ready[panel].store(1, std::memory_order_release);
+        panel_tiles(panel);
+      }
     }
+    for (int64_t panel = 0; panel < col_tiles; ++panel)
+      if (panel_ready[panel].load(std::memory_order_acquire)) panel_tiles(panel);
   }
 }
 
