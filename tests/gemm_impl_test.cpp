@@ -85,6 +85,19 @@ std::vector<Pair> simd_cases() {
   scramble_scales(nv.a, 0, 255, rng);
   scramble_scales(nv.b, 0, 255, rng);
   cases.push_back(nv);
+  // Every unit within [2^-63, 2^63) (E8M0 65..190; unit = 2^(byte-128)),
+  // where block_fp32 skips its per-block range check, down to unit
+  // products of 2^-126; and 64..191, one step beyond on either side.
+  Pair inside{"mxfp4 scales 65..190", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(inside.a, 65, 190, rng);
+  scramble_scales(inside.b, 65, 190, rng);
+  for (size_t i = 0; i < inside.a.scales.size(); i += 7) inside.a.scales[i] = i % 2 ? 65 : 190;
+  for (size_t i = 0; i < inside.b.scales.size(); i += 5) inside.b.scales[i] = i % 2 ? 65 : 190;
+  cases.push_back(inside);
+  Pair edge{"mxfp4 scales 64..191", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(edge.a, 64, 191, rng);
+  scramble_scales(edge.b, 64, 191, rng);
+  cases.push_back(edge);
   Pair hif{"hif4 scales 0..255", quantized("hif4.v14", {5, 192}, 1, rng), quantized("hif4.v14", {192, 17}, 0, rng)};
   scramble_scales(hif.a, 0, 255, rng);
   scramble_scales(hif.b, 0, 255, rng);

@@ -78,6 +78,10 @@ struct IntLayout {
   std::vector<float> ub;  // [np/cols][blocks][cols]
   // `exact` only: units as unit_m · 2^unit_e (operand.hpp), laid out as ua / ub.
   std::vector<int32_t> am, ae, bm, be;
+  // 1 where every unit of a row of A (mp) / of a panel of B (np/cols) is 0 or
+  // normal with |u| in [2^-63, 2^63): then every unit product of a tile is 0
+  // or an exact normal float, and BlockFp32Tile skips its per-block check.
+  std::vector<uint8_t> a_units_normal, b_panel_units_normal;
   const uint32_t* b_quads(int64_t j0, int64_t q) const { return b.data() + ((j0 / cols) * (kpad / 4) + q) * cols; }
   const float* b_units(int64_t j0, int64_t kb) const { return ub.data() + ((j0 / cols) * blocks + kb) * cols; }
   int64_t b_block(int64_t j0, int64_t kb) const { return ((j0 / cols) * blocks + kb) * cols; }
@@ -327,8 +331,11 @@ void ExactSumsTile(const IntLayout& op, int64_t i0, int64_t j0, const int32_t* b
     }
 }
 
-// block_fp32, one block per step: out[ii][col] = fp32 accumulation over the blocks.
-void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
+// block_fp32, one block per step: out[ii][col] = fp32 accumulation over the
+// blocks. kCheckUnits false: the layout vouches that every unit product is
+// 0 or an exact normal float (IntLayout::a_units_normal).
+template <bool kCheckUnits>
+HWY_INLINE void BlockFp32TileUnits(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> d32;
   using VF = hn::Vec<decltype(df)>;
@@ -345,8 +352,10 @@ void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
         const float* ub = op.b_units(j0, kb) + r * lanes;
         const VF f = hn::Mul(uav, hn::LoadU(df, ub));
         VF q;
-        if (hn::AllTrue(df, hn::And(hn::Ge(f, lo), hn::Le(f, hi)))) {
-          q = hn::Mul(hn::ConvertTo(df, dots[ii][r]), f);  // f exact: one rounding
+        if (!kCheckUnits || hn::AllTrue(df, hn::And(hn::Ge(f, lo), hn::Le(f, hi)))) {
+          // f exact (a zero f gives ±0, which leaves the accumulator as
+          // the exact zero step does: it starts at +0 and is never −0)
+          q = hn::Mul(hn::ConvertTo(df, dots[ii][r]), f);
         } else {
           HWY_ALIGN int32_t d[hn::MaxLanes(d32)];
           HWY_ALIGN float qs[hn::MaxLanes(df)];
@@ -362,6 +371,13 @@ void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
   });
   for (int ii = 0; ii < kTileRows; ++ii)
     for (int r = 0; r < kTileVecs; ++r) hn::StoreU(acc[ii][r], df, out + ii * cols + r * lanes);
+}
+
+void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
+  bool normal = op.b_panel_units_normal[j0 / op.cols] != 0;
+  for (int ii = 0; ii < kTileRows; ++ii) normal = normal && op.a_units_normal[i0 + ii] != 0;
+  if (normal) BlockFp32TileUnits<false>(op, i0, j0, out);
+  else BlockFp32TileUnits<true>(op, i0, j0, out);
 }
 
 // fma_fp32 tile: kFmaRows rows of A (a_rows, each k long) times the panel of
@@ -447,13 +463,24 @@ IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64
   L.ae.assign(L.mp * L.blocks, 0);
   L.bm.assign(L.blocks * L.np, 0);
   L.be.assign(L.blocks * L.np, 0);
+  L.a_units_normal.assign(L.mp, 1);  // padding rows: unit 1
+  L.b_panel_units_normal.assign(L.np / cols, 1);
   return L;
+}
+
+// A unit whose products with any other such unit are 0 or exact normal
+// floats (|u_a·u_b| in [2^-126, 2^126), at most 8 significant bits).
+bool unit_in_normal_range(float u) {
+  return u == 0.0f || (std::fabs(u) >= 0x1p-63f && std::fabs(u) < 0x1p63f);  // false for NaN
 }
 
 // Rows [r0, r1) of A, unpacked, into the layout.
 void layout_a_rows(const PackedOperand& a, IntLayout& L, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t q = 0; q < L.kpad / 4; ++q) L.a[r * (L.kpad / 4) + q] = byte_quad(a.n.data() + r * L.kpad + 4 * q, kAOffset);
+  for (int64_t r = r0; r < r1; ++r)
+    L.a_units_normal[r] = std::all_of(a.unit.begin() + r * L.blocks, a.unit.begin() + (r + 1) * L.blocks,
+                                      unit_in_normal_range);
   std::copy(a.unit.begin() + r0 * L.blocks, a.unit.begin() + r1 * L.blocks, L.ua.begin() + r0 * L.blocks);
   std::copy(a.unit_m.begin() + r0 * L.blocks, a.unit_m.begin() + r1 * L.blocks, L.am.begin() + r0 * L.blocks);
   std::copy(a.unit_e.begin() + r0 * L.blocks, a.unit_e.begin() + r1 * L.blocks, L.ae.begin() + r0 * L.blocks);
@@ -473,6 +500,7 @@ void layout_b_panel(const PackedOperand& b, IntLayout& L, int64_t panel) {
       const int64_t at = (panel * L.blocks + kb) * cols + c;
       L.b_offset_sums[at] = kAOffset * sum;
       L.ub[at] = b.unit[b.block_index(j, kb)];
+      if (!unit_in_normal_range(L.ub[at])) L.b_panel_units_normal[panel] = 0;
       L.bm[at] = b.unit_m[b.block_index(j, kb)];
       L.be[at] = b.unit_e[b.block_index(j, kb)];
     }
