@@ -583,6 +583,68 @@ TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {
   }
 }
 
+// The packing of codes held in vectors (pack-inl.h PackCodeVectors) for
+// every nibble order: each byte value 0x00..0xFF (each pair of codes) at
+// every byte position of a block, checked to be there in the reference's
+// packed bytes, so that the test cannot pass with a pairing it never
+// exercised; ragged rows (3 blocks + 9 values: an odd count, the last byte
+// half empty). Byte k of a block pairs elements 2k, 2k+1 (rows laid out for
+// low_first / high_first) or k, k + block/2 (for split_half); row t gives
+// byte k the codes (t + k) mod 256, but one byte per block holds the
+// block's largest value twice (an anchor that fixes the scale at 1), at
+// byte 0 in half of the rows and byte 1 in the others. HiF4 scales small
+// groups of 4 and 16 values up (§6.1's one-bit exponents), so a pair is
+// written as given only beside larger codes: its rows also give byte k the
+// codes (t + s·k) mod 256 for a few odd strides s. Recipes whose -0 is
+// code 0x8 (microxcaling's, ggml's and hif4.a6's are 0x0; their packing is
+// the same code, checked by EveryNibbleAndScaleBitOrder).
+TEST(SimdPacking, EveryCodePairAtEveryBytePositionInEveryNibbleOrder) {
+  for (const char* id : {"mxfp4.ocp", "nvfp4.te", "nvfp4.torchao", "nvfp4.cudnn", "hif4.v14"}) {
+    const Recipe& r = *find_recipe(id);
+    const int block = block_size(r.format);
+    const int half = block / 2;
+    // The element values of codes 0..15 at scale 1 (HiF4: q/4; E2M1 otherwise).
+    std::vector<float> values;
+    for (int sign : {1, -1})
+      for (int q = 0; q < 8; ++q)
+        values.push_back(static_cast<float>(sign) *
+                         (r.format == Format::hif4 ? static_cast<float>(q) / 4.0f : e2m1_decode(static_cast<uint8_t>(q))));
+    const int64_t width = 3 * block + 9;
+    const std::vector<int> strides =
+        r.format == Format::hif4 ? std::vector<int>{1, 0x35, 0x63, 0x9B, 0xC7} : std::vector<int>{1};
+    std::vector<float> data;
+    for (bool split : {false, true})
+      for (int anchor = 0; anchor < 2; ++anchor)
+        for (int stride : strides)
+          for (int t = 0; t < 256; ++t)
+            for (int64_t i = 0; i < width; ++i) {
+              const int j = static_cast<int>(i % block);
+              const int k = split ? j % half : j / 2;           // the byte
+              const bool high = split ? j >= half : j % 2 == 1;  // its second code
+              const int pair = k == anchor ? 0x77 : (t + stride * k) % 256;
+              data.push_back(values[static_cast<size_t>(high ? pair >> 4 : pair & 15)]);
+            }
+    const int64_t rows = static_cast<int64_t>(data.size()) / width;
+    const Tensor x = make_tensor({rows, width}, std::move(data), r.bf16_input_only);
+    for (NibbleOrder n : {NibbleOrder::low_first, NibbleOrder::high_first, NibbleOrder::split_half}) {
+      QuantOptions o = options_for({&r, r.element_rounding});
+      o.nibble_order = n;
+      o.impl = Impl::reference;
+      const PackedTensor ref = quantize(x, o);
+      std::vector<std::vector<bool>> seen(static_cast<size_t>(half), std::vector<bool>(256, false));
+      const int64_t row_bytes = ref.padded_len / 2;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t b = 0; b < width / block; ++b)
+          for (int k = 0; k < half; ++k)
+            seen[static_cast<size_t>(k)][ref.codes[static_cast<size_t>(row * row_bytes + b * half + k)]] = true;
+      for (int k = 0; k < half; ++k)
+        ASSERT_EQ(std::count(seen[static_cast<size_t>(k)].begin(), seen[static_cast<size_t>(k)].end(), true), 256)
+            << id << " " << to_string(n) << ": byte " << k << " of a block does not take every value";
+      expect_fast_equals_reference(x, o, std::string(id) + " every code pair " + std::string(to_string(n)));
+    }
+  }
+}
+
 // nvfp4.ggml's fast argmin compares |x| with thresholds derived per block
 // scale (driver.cpp ggml_argmin_row). Every fp32 |x|, both signs, within 512
 // ulps of each real midpoint between neighbouring candidates (where ggml's

@@ -170,6 +170,16 @@ HWY_INLINE hn::Vec<D> RoundToGrid(D d, hn::Vec<D> a, IntVec<D> r = hn::Zero(hn::
   }
 }
 
+// An integer-valued v, 0 <= v < 2^23, as int32: the fp32 bits of v + 2^23
+// (exact) less those of 2^23. Cheaper than a float-to-int conversion, which
+// Highway follows with a saturation fix-up on x86 (4 more instructions per
+// vector on AVX2).
+template <class D>
+HWY_INLINE IntVec<D> SmallIntOf(D d, hn::Vec<D> v) {
+  const hn::RebindToSigned<D> di;
+  return hn::Sub(hn::BitCast(di, hn::Add(v, hn::Set(d, 0x1p23f))), hn::Set(di, 0x4B000000));
+}
+
 // Magnitude code of a value on T's grid (the inverse of ValueOf).
 template <const MinifloatTraits& T, class D>
 HWY_INLINE IntVec<D> CodeOf(D d, hn::Vec<D> grid) {
@@ -179,13 +189,16 @@ HWY_INLINE IntVec<D> CodeOf(D d, hn::Vec<D> grid) {
   const auto normal = hn::Sub(hn::ShiftRight<23 - G::kMan>(hn::BitCast(di, grid)), hn::Set(di, G::kFieldOffset << G::kMan));
   if constexpr (!T.has_subnormals) {
     return normal;
+  } else if constexpr (G::kMan == 1) {
+    // One subnormal, 2^(kEmin-1) (E2M1's 0.5): its re-biased field is the
+    // normal path's 0, where its code is 1; +0's field is 0. So the code is
+    // max(normal, min(field, 1)): four instructions where the general path
+    // below takes seven.
+    const auto field = hn::ShiftRight<23 - G::kMan>(hn::BitCast(di, grid));
+    return hn::Max(normal, hn::Min(field, hn::Set(di, 1)));
   } else {
-    // The integer grid * 2^(kMan - kEmin) (below 2^kMan where it is used) from
-    // the fp32 bits of its sum with 2^23, both steps exact: cheaper than a
-    // float-to-int conversion, which Highway follows with a saturation fix-up
-    // on x86 (4 more instructions per vector on AVX2).
-    const auto sum = hn::Add(hn::Mul(grid, hn::Set(d, Pow2f(G::kMan - G::kEmin))), hn::Set(d, 0x1p23f));
-    const auto subnormal = hn::Sub(hn::BitCast(di, sum), hn::Set(di, 0x4B000000));  // bits of 2^23
+    // The integer grid * 2^(kMan - kEmin), below 2^kMan where it is used.
+    const auto subnormal = SmallIntOf(d, hn::Mul(grid, hn::Set(d, Pow2f(G::kMan - G::kEmin))));
     return hn::IfThenElse(hn::RebindMask(di, hn::Lt(grid, hn::Set(d, Pow2f(G::kEmin)))), subnormal, normal);
   }
 }

@@ -509,7 +509,7 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& 
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
     auto v = hn::LoadU(d, x + i);
     if constexpr (kPassthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
-    const auto q = hn::ConvertTo(di, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));
+    const auto q = SmallIntOf(d, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));  // 0..7
     const auto negative = hn::RebindMask(di, Hif4Negative<K>(rules, s, v, i));
     codes[i / hn::Lanes(d)] = hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q);
   }

@@ -45,6 +45,15 @@ HWY_INLINE void WithRounding(Rounding r, F&& f) {
   }
 }
 
+// A group lambda inlined into its run's loop, where GCC left it a call per
+// group: the call, and the constants it rebuilt per call, cost nvfp4.te
+// fake-quant 1 AVX2 instruction per value once NvGroup packed its codes
+// itself. (MXFP4 quantize's block is better as a call: inlined, mxfp4.ocp
+// took 7.8 instructions per value against 5.8.)
+#ifndef FP4EMU_INLINE_LAMBDA
+#define FP4EMU_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
 // The random bytes of the values from position `at` of the run (null unless stochastic).
 HWY_INLINE const uint8_t* RbitsAt(const KernelArgs& k, int64_t at) { return k.rbits ? k.rbits + at : nullptr; }
 
@@ -184,6 +193,7 @@ NvTensorConstants NvConstants(const KernelArgs& k) {
   t.ggml = k.nv_ggml_argmin;
   t.two_step = !reference::nvfp4_decode_is_block_factor(*k.recipe);
   t.positive_zero = k.nv_positive_zero;
+  t.order = k.nibble_order;
   return t;
 }
 
@@ -255,15 +265,22 @@ HWY_INLINE void WithNvRounding(Rounding r, F&& f) {
   return f(std::integral_constant<Rounding, Rounding::rne>());
 }
 
+// One group kernel's run, a function of its own. kGroupPacks: the group
+// writes packed bytes (NvGroup), else one code per byte.
+template <bool kGroupPacks, class GroupFn>
+HWY_NOINLINE void NvRun(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y,
+                        uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, const GroupFn& group) {
+  if (y)
+    NvFakeQuantRun(k, x, y, n, group);
+  else
+    NvQuantizeRun<kGroupPacks>(k, x, n, codes, scales, group);
+}
+
 void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y,
               uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales) {
   const NvTensorConstants t = NvConstants(k);
-  auto run = [&](auto&& group) {
-    if (y)
-      NvFakeQuantRun(k, x, y, n, group);
-    else
-      NvQuantizeRun(k, x, n, codes, scales, group);
-  };
+  auto run = [&](auto&& group) { NvRun<false>(k, x, n, y, codes, scales, group); };
+  auto run_packing = [&](auto&& group) { NvRun<true>(k, x, n, y, codes, scales, group); };
   if (k.family == KernelFamily::nvfp4_ggml) {  // packs its codes itself
     const NibbleOrder order = k.nibble_order;
     auto group = [&t, order](const float* in, const float*, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
@@ -278,7 +295,8 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
   WithNvRounding(k.rounding, [&](auto rounding) {
     constexpr Rounding R = decltype(rounding)::value;
     if constexpr (R == Rounding::stochastic) {  // the te rule (driver.cpp kernel_rounds)
-      run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s, const uint8_t* rbits) {
+      run_packing([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s,
+                       const uint8_t* rbits) FP4EMU_INLINE_LAMBDA {
         NvGroup<NvTe, R>(t, in, amax, out, c, s, rbits);
       });
       return;
@@ -297,7 +315,8 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
       }
       WithNvPolicy(k.recipe->nv.rule, [&](auto policy) {
         using P = decltype(policy);
-        run([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
+        run_packing([&t](const float* in, const float* amax, float* out, uint8_t* c, uint32_t* s,
+                         const uint8_t*) FP4EMU_INLINE_LAMBDA {
           NvGroup<P, R>(t, in, amax, out, c, s, nullptr);
         });
       });

@@ -61,6 +61,7 @@ struct NvTensorConstants {
   const GgmlArgminRow* ggml = nullptr;  // nvfp4.ggml: the argmin's rows by scale code
   bool two_step = false;
   bool positive_zero = false;
+  NibbleOrder order = NibbleOrder::low_first;  // of the packed codes (NvGroup's quantize)
 };
 
 // ---- Block amax --------------------------------------------------------------
@@ -343,8 +344,9 @@ HWY_INLINE void NvDecodeBlock(const NvTensorConstants& t, uint8_t scale, const u
 
 // ---- Generic kernel: kNvGroup blocks --------------------------------------------
 
-// Writes fake-quant values to y when y is set, else codes (one per byte) and
-// scale codes. rbits: the group's random bytes (Rounding::stochastic), else unread.
+// Writes fake-quant values to y when y is set, else the group's codes packed
+// in t.order (kNvGroup * 8 bytes, from registers: PackCodeVectors) and scale
+// codes. rbits: the group's random bytes (Rounding::stochastic), else unread.
 template <class P, Rounding R>
 HWY_INLINE void NvGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x, const float* HWY_RESTRICT amax,
                         float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales,
@@ -364,11 +366,13 @@ HWY_INLINE void NvGroup(const NvTensorConstants& t, const float* HWY_RESTRICT x,
                             f),
                    d, y + i);
     } else {
-      for (int i = b * kNvBlock; i < (b + 1) * kNvBlock; i += n) {
-        IntVec<NvTag> code = hn::Zero(di);
-        NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + i), &code, RandomBytes<R>(d, rbits, i));
-        StoreCodeBytes(d, code, codes + i);
+      IntVec<NvTag> code[kNvBlock / hn::MaxLanes(d)];
+      for (int i = 0; i < kNvBlock; i += n) {
+        code[i / n] = hn::Zero(di);
+        NvElement<P, R>(t, e, zero_divisor, hn::LoadU(d, x + b * kNvBlock + i), &code[i / n],
+                        RandomBytes<R>(d, rbits, b * kNvBlock + i));
       }
+      PackCodeVectors<kNvBlock>(di, t.order, code, codes + b * (kNvBlock / 2));
       scales[b] = static_cast<uint32_t>(g.code[b]);
     }
   }

@@ -9,7 +9,10 @@
 #define FP4EMU_SRC_QUANT_SIMD_PACK_INL_H_
 #endif
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "fp4emu/quant/recipe.hpp"
 #include "hwy/highway.h"
@@ -38,42 +41,117 @@ HWY_INLINE void PackNibbles(NibbleOrder order, const uint8_t* HWY_RESTRICT codes
   }
 }
 
-// A block's codes held in vectors (code_vecs[v] lane l is element
-// v·Lanes + l, an int32 0..15) -> out[0..kBlock/2), with no trip through
-// memory: a byte store of each vector read back wider by PackNibbles stalls
-// store forwarding. Position-local orders pair adjacent lanes as one 64-bit
-// lane (code | next << 32): its low byte, after a shift and an or, is the
-// packed byte; split_half pairs lane l of vector v with that of v + kBlock/2/Lanes.
+// ---- Codes held in vectors -> packed bytes -------------------------------------
+// Each code vector's int32 lanes hold codes 0..15. The bytes are assembled in
+// registers and stored whole (a byte store read back wider stalls store
+// forwarding): K code vectors are first merged into the bytes of one int32 lane
+// each (vector j into byte j), the nibbles paired with one shift and one or
+// over all K vectors, the paired lanes narrowed to K-byte units (TruncateTo)
+// and the units transposed back into element order with one byte shuffle of at
+// most 16 bytes (TableLookupBytes), then stored as one vector.
+
+template <int K>
+using UintOfBytes = std::conditional_t<K == 1, uint8_t, std::conditional_t<K == 2, uint16_t, uint32_t>>;
+
+// c[0] | c[1] << 8 | ... | c[K-1] << 8(K-1): vector j's codes in byte j of each lane.
+template <int K, class DU>
+HWY_INLINE hn::Vec<DU> MergeCodeBytes(DU du, const hn::Vec<hn::RebindToSigned<DU>>* HWY_RESTRICT c) {
+  static_assert(K == 1 || K == 2 || K == 4);
+  auto s = hn::BitCast(du, c[0]);
+  if constexpr (K >= 2) s = hn::Or(s, hn::ShiftLeft<8>(hn::BitCast(du, c[1])));
+  if constexpr (K == 4) {
+    s = hn::Or(s, hn::ShiftLeft<16>(hn::BitCast(du, c[2])));
+    s = hn::Or(s, hn::ShiftLeft<24>(hn::BitCast(du, c[3])));
+  }
+  return s;
+}
+
+// units: lanes of K bytes, byte j of lane i being packed byte j * Lanes + i;
+// stores the K * Lanes (<= 16) bytes in order.
+template <int K, class DK>
+HWY_INLINE void StoreTransposedUnits(DK dk, hn::Vec<DK> units, uint8_t* HWY_RESTRICT out) {
+  constexpr int kUnits = static_cast<int>(hn::MaxLanes(dk));
+  static_assert(K * kUnits <= 16, "TableLookupBytes shuffles within 16 bytes");
+  if constexpr (K == 1) {
+    hn::StoreU(units, dk, out);
+  } else {
+    const hn::Repartition<uint8_t, DK> d8;
+    alignas(16) static constexpr auto kFrom = [] {
+      std::array<uint8_t, K * kUnits> from{};
+      for (int i = 0; i < kUnits; ++i)
+        for (int j = 0; j < K; ++j) from[static_cast<size_t>(j * kUnits + i)] = static_cast<uint8_t>(i * K + j);
+      return from;
+    }();
+    hn::StoreU(hn::TableLookupBytes(hn::BitCast(d8, units), hn::Load(d8, kFrom.data())), d8, out);
+  }
+}
+
+#if HWY_TARGET != HWY_SCALAR  // one lane: PackCodeVectors goes through bytes
+// split_half, one block in kBlock / Lanes vectors: packed byte i is
+// code i | code (i + kBlock/2) << 4.
 template <int kBlock, class DI>
+HWY_INLINE void PackSplitHalf(DI di, const hn::Vec<DI>* HWY_RESTRICT c, uint8_t* HWY_RESTRICT out) {
+  constexpr int kLanes = static_cast<int>(hn::MaxLanes(di));
+  constexpr int kVectors = kBlock / kLanes;
+  const hn::RebindToUnsigned<DI> du;
+  if constexpr (kVectors == 1) {  // the two halves of one vector
+    const hn::Half<decltype(du)> dh;
+    const auto v = hn::BitCast(du, c[0]);
+    const auto q = hn::Or(hn::LowerHalf(dh, v), hn::ShiftLeft<4>(hn::UpperHalf(dh, v)));
+    const hn::Rebind<uint8_t, decltype(dh)> d8;
+    hn::StoreU(hn::TruncateTo(d8, q), d8, out);
+  } else {
+    constexpr int kHalf = kVectors / 2;
+    constexpr int K = std::min({4, 16 / kLanes, kHalf});
+    hn::Vec<DI> q[kHalf];  // lane l of q[v]: packed byte v * kLanes + l
+    for (int v = 0; v < kHalf; ++v) q[v] = hn::Or(c[v], hn::ShiftLeft<4>(c[v + kHalf]));
+    for (int v = 0; v < kHalf; v += K) {
+      const auto s = MergeCodeBytes<K>(du, q + v);
+      if constexpr (K == 4) {
+        StoreTransposedUnits<K>(du, s, out + v * kLanes);
+      } else {
+        const hn::Rebind<UintOfBytes<K>, decltype(du)> dk;
+        StoreTransposedUnits<K>(dk, hn::TruncateTo(dk, s), out + v * kLanes);
+      }
+    }
+  }
+}
+
+#endif
+
+// kBlocks blocks' codes held in vectors (code_vecs[v] lane l is element
+// v·Lanes + l, an int32 0..15) -> out[0..kBlocks·kBlock/2). Position-local
+// orders pair adjacent lanes, as one 64-bit lane (code | next << 32) whose
+// low 32 bits, after a shift and an or, hold the packed bytes; split_half
+// pairs each block's halves.
+template <int kBlock, int kBlocks = 1, class DI>
 HWY_INLINE void PackCodeVectors(DI di, NibbleOrder order, const hn::Vec<DI>* HWY_RESTRICT code_vecs,
                                 uint8_t* HWY_RESTRICT out) {
-  [[maybe_unused]] constexpr int kHalf = kBlock / 2;  // unused by the scalar target
-  const int n = static_cast<int>(hn::Lanes(di));
-  const hn::Rebind<uint8_t, DI> du8;
 #if HWY_TARGET == HWY_SCALAR  // one lane: through bytes
-  (void)n;
-  (void)du8;
   uint8_t codes[kBlock];
-  for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(hn::GetLane(code_vecs[i]));
-  PackNibbles<kBlock>(order, codes, out);
+  for (int b = 0; b < kBlocks; ++b) {
+    for (int i = 0; i < kBlock; ++i) codes[i] = static_cast<uint8_t>(hn::GetLane(code_vecs[b * kBlock + i]));
+    PackNibbles<kBlock>(order, codes, out + b * (kBlock / 2));
+  }
+  (void)di;
 #else
-  {
-    if (order == NibbleOrder::split_half) {
-      for (int i = 0; i < kHalf; i += n)
-        hn::StoreU(hn::DemoteTo(du8, hn::Or(code_vecs[i / n], hn::ShiftLeft<4>(code_vecs[(kHalf + i) / n]))), du8,
-                   out + i);
-      return;
-    }
-    const hn::Repartition<uint64_t, DI> d64;
-    for (int i = 0; i < kBlock; i += 2 * n) {
-      hn::Vec<DI> pairs[2];
-      for (int h = 0; h < 2; ++h) {
-        const auto w = hn::BitCast(d64, code_vecs[i / n + h]);
-        pairs[h] = hn::BitCast(di, order == NibbleOrder::low_first ? hn::Or(w, hn::ShiftRight<28>(w))
-                                                                   : hn::Or(hn::ShiftLeft<4>(w), hn::ShiftRight<32>(w)));
-      }
-      hn::StoreU(hn::DemoteTo(du8, hn::ConcatEven(di, pairs[1], pairs[0])), du8, out + i / 2);
-    }
+  constexpr int kLanes = static_cast<int>(hn::MaxLanes(di));
+  static_assert(kBlock % kLanes == 0, "a block is whole vectors");
+  if (order == NibbleOrder::split_half) {
+    for (int b = 0; b < kBlocks; ++b)
+      PackSplitHalf<kBlock>(di, code_vecs + b * (kBlock / kLanes), out + b * (kBlock / 2));
+    return;
+  }
+  constexpr int kVectors = kBlocks * kBlock / kLanes;
+  constexpr int K = std::min({4, 32 / kLanes, kVectors});  // K * Lanes / 2 <= 16 bytes per store
+  const hn::RebindToUnsigned<DI> du;
+  const hn::Repartition<uint64_t, decltype(du)> d64;
+  const hn::Rebind<UintOfBytes<K>, decltype(d64)> dk;
+  for (int v = 0; v < kVectors; v += K) {
+    const auto w = hn::BitCast(d64, MergeCodeBytes<K>(du, code_vecs + v));
+    const auto pairs = order == NibbleOrder::low_first ? hn::Or(w, hn::ShiftRight<28>(w))
+                                                       : hn::Or(hn::ShiftLeft<4>(w), hn::ShiftRight<32>(w));
+    StoreTransposedUnits<K>(dk, hn::TruncateTo(dk, pairs), out + v * (kLanes / 2));
   }
 #endif
 }
