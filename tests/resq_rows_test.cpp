@@ -42,6 +42,13 @@ Tensor rows_of(const Tensor& x, int64_t begin, int64_t end) {
   return Tensor{{end - begin, d}, std::vector<float>(x.data.begin() + begin * d, x.data.begin() + end * d)};
 }
 
+// x cut at kCuts.
+std::vector<Tensor> pieces_of(const Tensor& x) {
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i + 1 < kCuts.size(); ++i) pieces.push_back(rows_of(x, kCuts[i], kCuts[i + 1]));
+  return pieces;
+}
+
 std::vector<float> concat(const std::vector<Tensor>& parts) {
   std::vector<float> v;
   for (const Tensor& t : parts) v.insert(v.end(), t.data.begin(), t.data.end());
@@ -119,8 +126,7 @@ TEST(ResqRows, PiecesQuantizeAndRankLikeTheWholeTensor) {
 // lowest indices, i.e. the earliest pieces' ties first.
 TEST(ResqRows, UnstructuredTiesGoToTheEarliestPieces) {
   const Tensor flat{{45, 128}, std::vector<float>(45 * 128, -2.5f)};
-  std::vector<Tensor> pieces;
-  for (size_t i = 0; i + 1 < kCuts.size(); ++i) pieces.push_back(rows_of(flat, kCuts[i], kCuts[i + 1]));
+  const std::vector<Tensor> pieces = pieces_of(flat);
   for (const char* name : {"unstructured50", "unstructured1", "unstructured99"}) {
     const SparsityPattern p = parse_pattern(name);
     const std::vector<uint8_t> mask = piece_masks(p, pieces, 45, 128);
@@ -161,8 +167,7 @@ std::vector<SparsityPattern> all_patterns() {
 TEST(ResqRows, MergedPiecesGiveTheWholeTensorsNumbers) {
   const Tensor x = activations();
   const Tensor w = synthetic_weights(24, 128, 3);
-  std::vector<Tensor> pieces;
-  for (size_t i = 0; i + 1 < kCuts.size(); ++i) pieces.push_back(rows_of(x, kCuts[i], kCuts[i + 1]));
+  const std::vector<Tensor> pieces = pieces_of(x);
   const std::vector<SparsityPattern> patterns = all_patterns();
   const std::vector<QuantOptions> recipes = recipes_of({Format::hif4, Format::mxfp4, Format::nvfp4});
   for (const char* t : {"none", "rht"})
@@ -220,8 +225,7 @@ struct TwoProcesses {
 TEST(ResqRows, PiecesHeldByTwoProcessesGiveTheBitsOfOne) {
   const Tensor x = activations();
   const Tensor w = synthetic_weights(24, 128, 3);
-  std::vector<Tensor> pieces;
-  for (size_t i = 0; i + 1 < kCuts.size(); ++i) pieces.push_back(rows_of(x, kCuts[i], kCuts[i + 1]));
+  const std::vector<Tensor> pieces = pieces_of(x);
   const std::vector<SparsityPattern> patterns = all_patterns();
   const std::vector<QuantOptions> recipes = recipes_of({Format::mxfp4, Format::nvfp4});
   for (ResqOrder order : {ResqOrder::qs, ResqOrder::sq}) {
