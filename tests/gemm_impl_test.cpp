@@ -112,31 +112,32 @@ struct ModelCase {
 const ModelCase kModels[] = {{GemmModel::exact, 1},      {GemmModel::block_fp32, 1}, {GemmModel::block_fp32, 2},
                              {GemmModel::block_fp32, 4}, {GemmModel::fma_fp32, 1}};
 
+// The SIMD form of model mc (with o's other options) against the scalar
+// form: every target on one thread; the best target on 2 and 3 threads
+// (tiles and panels split across threads differently).
+void expect_simd_matches_scalar(const PackedTensor& a, const PackedTensor& b, GemmOptions o, const ModelCase& mc,
+                                const std::string& what_in) {
+  o.model = mc.model;
+  o.blocks_per_step = mc.blocks_per_step;
+  o.impl = GemmImpl::scalar;
+  const Tensor want = gemm(a, b, o);
+  o.impl = GemmImpl::simd;
+  const std::string what = fmt::format("{} {} x{}", what_in, to_string(mc.model), mc.blocks_per_step);
+  o.threads = 1;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    mismatches(gemm(a, b, o), want, what + " target " + hwy::TargetName(target));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  for (int threads : {2, 3}) {
+    o.threads = threads;
+    mismatches(gemm(a, b, o), want, what + " threads " + std::to_string(threads));
+  }
+}
+
 TEST(GemmSimd, EveryTargetAndThreadCountMatchesTheScalarForm) {
-  const std::vector<Pair> cases = simd_cases();
-  for (const Pair& c : cases)
-    for (const ModelCase& mc : kModels) {
-      GemmOptions o;
-      o.model = mc.model;
-      o.blocks_per_step = mc.blocks_per_step;
-      o.impl = GemmImpl::scalar;
-      const Tensor want = gemm(c.a, c.b, o);
-      o.impl = GemmImpl::simd;
-      const std::string what =
-          c.what + " " + std::string(to_string(mc.model)) + " x" + std::to_string(mc.blocks_per_step);
-      // Every target on one thread; the best target on several (tiles split
-      // across threads differently).
-      o.threads = 1;
-      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        mismatches(gemm(c.a, c.b, o), want, what + " target " + hwy::TargetName(target));
-      }
-      hwy::SetSupportedTargetsForTest(0);
-      for (int threads : {2, 3}) {
-        o.threads = threads;
-        mismatches(gemm(c.a, c.b, o), want, what + " threads " + std::to_string(threads));
-      }
-    }
+  for (const Pair& c : simd_cases())
+    for (const ModelCase& mc : kModels) expect_simd_matches_scalar(c.a, c.b, GemmOptions{}, mc, c.what);
 }
 
 // The byte products of the packed kernels (simd.cpp, kAOffset) at their
@@ -183,24 +184,8 @@ TEST(GemmSimd, LargestElements) {
           for (const ModelCase& mc : kModels) {
             if (mc.model == GemmModel::fma_fp32) continue;
             GemmOptions o;
-            o.model = mc.model;
-            o.blocks_per_step = mc.blocks_per_step;
             o.b_layout = BLayout::nk;
-            o.impl = GemmImpl::scalar;
-            const Tensor want = gemm(a, b, o);
-            o.impl = GemmImpl::simd;
-            const std::string what = fmt::format("{} k {} signs {}/{} {} x{}", recipe, k, pa, pb,
-                                                 to_string(mc.model), mc.blocks_per_step);
-            o.threads = 1;
-            for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-              hwy::SetSupportedTargetsForTest(target);
-              mismatches(gemm(a, b, o), want, what + " target " + hwy::TargetName(target));
-            }
-            hwy::SetSupportedTargetsForTest(0);
-            for (int threads : {2, 3}) {
-              o.threads = threads;
-              mismatches(gemm(a, b, o), want, what + " threads " + std::to_string(threads));
-            }
+            expect_simd_matches_scalar(a, b, o, mc, fmt::format("{} k {} signs {}/{}", recipe, k, pa, pb));
           }
         }
   }
@@ -215,20 +200,8 @@ TEST(GemmSimd, RaggedShapes) {
       for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {5, 33}}) {
         const PackedTensor a = quantized(recipe, {m, k}, 1, rng);
         const PackedTensor b = quantized(recipe, {k, n}, 0, rng);
-        for (const ModelCase& mc : kModels) {
-          GemmOptions o;
-          o.model = mc.model;
-          o.blocks_per_step = mc.blocks_per_step;
-          o.impl = GemmImpl::scalar;
-          const Tensor want = gemm(a, b, o);
-          o.impl = GemmImpl::simd;
-          const std::string what =
-              fmt::format("{} {}x{}x{} {} x{}", recipe, m, k, n, to_string(mc.model), mc.blocks_per_step);
-          for (int threads : {1, 2, 3}) {
-            o.threads = threads;
-            mismatches(gemm(a, b, o), want, what + " threads " + std::to_string(threads));
-          }
-        }
+        for (const ModelCase& mc : kModels)
+          expect_simd_matches_scalar(a, b, GemmOptions{}, mc, fmt::format("{} {}x{}x{}", recipe, m, k, n));
       }
 }
 
@@ -237,20 +210,7 @@ TEST(GemmSimd, LargerTiledProduct) {
   std::mt19937_64 rng(22);
   const PackedTensor a = quantized("mxfp4.ocp", {67, 320}, 1, rng);
   const PackedTensor b = quantized("mxfp4.ocp", {320, 130}, 0, rng);
-  for (const ModelCase& mc : kModels) {
-    GemmOptions o;
-    o.model = mc.model;
-    o.blocks_per_step = mc.blocks_per_step;
-    o.impl = GemmImpl::scalar;
-    const Tensor want = gemm(a, b, o);
-    o.impl = GemmImpl::simd;
-    // 1, 2 and 3 threads: panels laid out and tiles taken in another order.
-    for (int threads : {1, 2, 3}) {
-      o.threads = threads;
-      mismatches(gemm(a, b, o), want,
-                 fmt::format("67x320x130 {} x{} threads {}", to_string(mc.model), mc.blocks_per_step, threads));
-    }
-  }
+  for (const ModelCase& mc : kModels) expect_simd_matches_scalar(a, b, GemmOptions{}, mc, "67x320x130");
 }
 
 TEST(GemmSimd, DenseOperandsMatchTheScalarForm) {
