@@ -1,13 +1,15 @@
 // The CLI end to end, as most users meet it: `fp4emu fake-quant|quantize|
 // dequantize` on a 4096 x 4096 fp32 .npy, each run as its own process, against
-// the least any such command must do: read the .npy and write a file of the
-// output's size atomically (same fsyncs, write_file_atomic), in process.
+// the least any such command must do: read its input file and write a file of
+// its output's size atomically (same fsyncs, write_file_atomic). The copy runs
+// in a forked child right before each run of the command, with the command's
+// own input and output sizes, so both see the same state of the machine.
 //
-// Counters: ratio_to_copy (seconds / the copy baseline's seconds, measured
-// first in the same run), peak_MiB (the child's maximum resident set, from
-// wait4) and io_MiB (input + output bytes, the floor for peak memory).
+// Counters: ratio_to_copy (the command's mean seconds / the paired copies'),
+// copy_ms (the copies' mean), peak_MiB (the child's maximum resident set, from
+// wait4) and io_MiB (input + output file bytes, the floor for peak memory).
 //
-// Names: copy_baseline, cli/<command>/<recipe>.
+// Names: cli/<command>/<recipe>.
 #include <benchmark/benchmark.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -17,7 +19,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,13 +71,6 @@ const fs::path& input_npy() {
   return p;
 }
 
-const fs::path& packed_input() {
-  static const fs::path p = work_dir() / "packed.safetensors";
-  return p;
-}
-
-double g_copy_seconds = 0.0;
-
 struct ChildRun {
   double seconds;
   double peak_mib;
@@ -97,16 +94,19 @@ ChildRun run_cli(const std::vector<std::string>& args) {
   return {seconds, static_cast<double>(usage.ru_maxrss) / 1024.0};  // ru_maxrss is in KiB on Linux
 }
 
-// In a forked child, for the same reason as input_npy.
-double copy_once(const fs::path& in, const fs::path& out) {
+// In a forked child, for the same reason as input_npy: reads `in` whole and
+// writes `out_bytes` bytes to `out` atomically, from one uninitialised buffer
+// (the least a command can touch: the input's pages and the output's).
+double copy_once(const fs::path& in, const fs::path& out, uintmax_t out_bytes) {
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
-    const fp4emu::io::Array a = fp4emu::io::read_npy(in);
-    // An fp32 output of the input's shape: header + 4 bytes per element.
-    std::vector<uint8_t> bytes(fp4emu::io::encode_npy_header(fp4emu::io::DType::f32, a.shape).size() +
-                               a.bytes.size());
-    fp4emu::io::write_file_atomic(out, bytes);
+    const uintmax_t in_bytes = fs::file_size(in);
+    const std::unique_ptr<uint8_t[]> buffer(new uint8_t[std::max(in_bytes, out_bytes)]);
+    std::FILE* f = std::fopen(in.c_str(), "rb");
+    if (f == nullptr || std::fread(buffer.get(), 1, in_bytes, f) != in_bytes) _exit(1);
+    std::fclose(f);
+    fp4emu::io::write_file_atomic(out, {buffer.get(), static_cast<size_t>(out_bytes)});
     _exit(0);
   }
   int status = 0;
@@ -115,64 +115,54 @@ double copy_once(const fs::path& in, const fs::path& out) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void BM_CopyBaseline(benchmark::State& state) {
-  const fs::path in = input_npy();
-  const fs::path out = work_dir() / "copy.npy";
-  double total = 0.0;
-  for (auto _ : state) {
-    const double s = copy_once(in, out);
-    if (s < 0) {
-      state.SkipWithError("the copy baseline failed");
-      return;
-    }
-    state.SetIterationTime(s);
-    total += s;
+// args: the command line after the program name, reading `in` and writing `out`.
+void run_command(benchmark::State& state, const std::vector<std::string>& args, const fs::path& in,
+                 const fs::path& out) {
+  if (run_cli(args).seconds < 0) {  // once, for the output's size (and a warm page cache)
+    state.SkipWithError(fmt::format("fp4emu {} failed", fmt::join(args, " ")).c_str());
+    return;
   }
-  g_copy_seconds = total / static_cast<double>(state.iterations());
-  state.counters["io_MiB"] = 2.0 * kRows * kCols * 4 / (1 << 20);
-}
-
-// args: the command line after the program name; io_bytes: input + output.
-void run_command(benchmark::State& state, const std::vector<std::string>& args, double io_bytes) {
-  double total = 0.0, peak = 0.0;
+  const uintmax_t in_bytes = fs::file_size(in), out_bytes = fs::file_size(out);
+  const fs::path copy_out = work_dir() / "copy.out";
+  double total = 0.0, copy_total = 0.0, peak = 0.0;
   for (auto _ : state) {
+    const double copy = copy_once(in, copy_out, out_bytes);
     const ChildRun r = run_cli(args);
-    if (r.seconds < 0) {
-      state.SkipWithError(fmt::format("fp4emu {} failed", fmt::join(args, " ")).c_str());
+    if (r.seconds < 0 || copy < 0) {
+      state.SkipWithError(fmt::format("fp4emu {} or its copy baseline failed", fmt::join(args, " ")).c_str());
       return;
     }
     state.SetIterationTime(r.seconds);
     total += r.seconds;
+    copy_total += copy;
     peak = std::max(peak, r.peak_mib);
   }
-  const double mean = total / static_cast<double>(state.iterations());
-  if (g_copy_seconds > 0) state.counters["ratio_to_copy"] = mean / g_copy_seconds;
+  const double n = static_cast<double>(state.iterations());
+  state.counters["ratio_to_copy"] = total / copy_total;
+  state.counters["copy_ms"] = 1e3 * copy_total / n;
   state.counters["peak_MiB"] = peak;
-  state.counters["io_MiB"] = io_bytes / (1 << 20);
+  state.counters["io_MiB"] = static_cast<double>(in_bytes + out_bytes) / (1 << 20);
   state.SetItemsProcessed(state.iterations() * kRows * kCols);
 }
 
-constexpr double kElems = static_cast<double>(kRows * kCols);
+void register_command(const std::string& name, std::vector<std::string> args, fs::path in, fs::path out) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [args, in, out](benchmark::State& s) { run_command(s, args, in, out); })
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+}
 
 void register_all() {
-  benchmark::RegisterBenchmark("copy_baseline", BM_CopyBaseline)->UseManualTime()->Unit(benchmark::kMillisecond)
-      ->Iterations(5);
-  for (const char* recipe : {"mxfp4.ocp", "mxfp4.microxcaling", "nvfp4.te", "hif4.v14"}) {
-    benchmark::RegisterBenchmark(fmt::format("cli/fake-quant/{}", recipe).c_str(),
-                                 [recipe](benchmark::State& s) {
-                                   run_command(s, {"fake-quant", input_npy().string(),
-                                                   (work_dir() / "y.npy").string(), "--recipe", recipe},
-                                               8.0 * kElems);
-                                 })
-        ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+  const fs::path x = input_npy(), y = work_dir() / "y.npy", d = work_dir() / "d.npy";
+  for (const char* recipe : {"mxfp4.ocp", "mxfp4.microxcaling", "nvfp4.te", "hif4.v14"})
+    register_command(fmt::format("cli/fake-quant/{}", recipe), {"fake-quant", x.string(), y.string(), "--recipe", recipe},
+                     x, y);
+  // Each quantize writes the packed file its dequantize then reads.
+  for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"}) {
+    const fs::path packed = work_dir() / fmt::format("{}.safetensors", recipe);
+    register_command(fmt::format("cli/quantize/{}", recipe), {"quantize", x.string(), packed.string(), "--recipe", recipe},
+                     x, packed);
+    register_command(fmt::format("cli/dequantize/{}", recipe), {"dequantize", packed.string(), d.string()}, packed, d);
   }
-  benchmark::RegisterBenchmark("cli/quantize/nvfp4.te", [](benchmark::State& s) {
-    run_command(s, {"quantize", input_npy().string(), packed_input().string(), "--recipe", "nvfp4.te"},
-                4.5 * kElems);
-  })->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
-  benchmark::RegisterBenchmark("cli/dequantize/nvfp4.te", [](benchmark::State& s) {
-    run_command(s, {"dequantize", packed_input().string(), (work_dir() / "d.npy").string()}, 4.5 * kElems);
-  })->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 
 }  // namespace

@@ -133,22 +133,28 @@ void write_packed(const std::filesystem::path& path, const PackedTensor& p, Stor
     throw InputError(fmt::format("{}: scale layout {} does not apply to {} (use linear{})", path.string(),
                                  to_string(scale_layout), format_name(p.format),
                                  p.format == Format::hif4 ? " or hif4_cube" : " or swizzled_128x4"));
-  std::vector<io::SafetensorsTensor> tensors;
-  tensors.push_back({"codes", io::from_u8(p.stored_shape(p.padded_len / 2), p.codes)});
+  // Streamed from the packed tensor's own buffers: no copy of the codes is
+  // made (docs/architecture.md §7.4).
+  std::vector<io::SafetensorsEntry> layout;
+  std::vector<std::span<const uint8_t>> data;
+  auto add = [&](const char* name, io::DType dtype, std::vector<int64_t> shape, std::span<const uint8_t> bytes) {
+    layout.push_back({name, dtype, std::move(shape), 0, bytes.size()});
+    data.push_back(bytes);
+  };
+  add("codes", io::DType::u8, p.stored_shape(p.padded_len / 2), p.codes);
+  std::vector<uint8_t> reordered;
   if (scale_layout != StoredScaleLayout::linear) {
-    tensors.push_back({"scales", io::from_u8(stored_scales_shape(p, scale_layout), store_scales(p, scale_layout))});
-  } else if (p.format == Format::hif4) {
-    std::vector<uint32_t> words(p.num_blocks());
-    for (size_t i = 0; i < words.size(); ++i)
-      for (int b = 0; b < 4; ++b) words[i] |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-    tensors.push_back({"scales", io::from_u32(p.stored_shape(p.blocks_per_row()), words)});
+    reordered = store_scales(p, scale_layout);
+    add("scales", io::DType::u8, stored_scales_shape(p, scale_layout), reordered);
   } else {
-    tensors.push_back({"scales", io::from_u8(p.stored_shape(p.blocks_per_row()), p.scales)});
+    // A HiF4 scale word is its four bytes in order, little-endian: the u32
+    // tensor's bytes are the scale bytes as they are.
+    static_assert(std::endian::native == std::endian::little);
+    add("scales", p.format == Format::hif4 ? io::DType::u32 : io::DType::u8, p.stored_shape(p.blocks_per_row()),
+        p.scales);
   }
-  if (p.format == Format::nvfp4) {
-    const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
-    tensors.push_back({"global_scale", io::from_f32({3}, g)});
-  }
+  const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
+  if (p.format == Format::nvfp4) add("global_scale", io::DType::f32, {3}, {reinterpret_cast<const uint8_t*>(g), sizeof g});
   std::map<std::string, std::string> metadata = packed_metadata(p);
   metadata["scale_layout"] = std::string(to_string(scale_layout));
   if (scale_layout == StoredScaleLayout::swizzled_128x4)
@@ -158,7 +164,9 @@ void write_packed(const std::filesystem::path& path, const PackedTensor& p, Stor
   if (scale_layout == StoredScaleLayout::hif4_cube)
     metadata["layout"] += "; scales stored hif4_cube: [rows/16 (zero-padded)][blocks][64-byte cell], a cell holding "
                           "(E6M2, L2) of its 16 rows in bytes 0..31 and (L3 low, L3 high) in bytes 32..63";
-  io::write_safetensors(path, tensors, metadata);
+  io::SafetensorsWriter out(path, std::move(layout), metadata);
+  for (std::span<const uint8_t> bytes : data) out.write_next(bytes);
+  out.commit();
 }
 
 PackedTensor read_packed(const std::filesystem::path& path) {
