@@ -420,6 +420,35 @@ TEST(GemmFast, CloseToExact) {
     }
 }
 
+// fast decodes a packed W 1024 rows at a time (gemm.cpp fast_gemm_over_panels):
+// two whole panels and a ragged third, W as given (nk) and B as k×n (kn).
+TEST(GemmFast, PanelsOfWCoverEveryColumn) {
+  std::mt19937_64 rng(27);
+  constexpr int64_t m = 3, k = 64, n = 2 * 1024 + 5;
+  const PackedTensor a = quantized("mxfp4.ocp", {m, k}, 1, rng);
+  const PackedTensor w = quantized("mxfp4.ocp", {n, k}, 1, rng);
+  const PackedTensor bk = quantized("mxfp4.ocp", {k, n}, 0, rng);
+  for (const auto& [b, layout] : {std::pair{&w, BLayout::nk}, std::pair{&bk, BLayout::kn}}) {
+    GemmOptions o;
+    o.b_layout = layout;
+    const Tensor exact = gemm(a, *b, o);
+    o.model = GemmModel::fast;
+    const Tensor fast = gemm(a, *b, o);
+    ASSERT_EQ(fast.shape, exact.shape);
+    const Tensor da = dequantize(a), db = dequantize(*b);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double abs_sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float bv = layout == BLayout::nk ? db.data[j * k + kk] : db.data[kk * n + j];
+          abs_sum += std::fabs(double{da.data[i * k + kk]} * bv);
+        }
+        ASSERT_NEAR(fast.data[i * n + j], exact.data[i * n + j], k * 0x1p-24 * abs_sum + 1e-30)
+            << "column " << j << " layout " << to_string(layout);
+      }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Errors: InputError naming the problem.
 

@@ -19,12 +19,13 @@
 namespace fp4emu::gemm_detail {
 namespace {
 
-void eigen_sgemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c) {
+void eigen_sgemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c,
+                 int64_t ldc) {
   using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   const Eigen::Map<const RowMajor> am(a, m, k);
   const Eigen::Map<const ColMajor> bm(b, k, n);  // b holds the columns of B, each along k
-  Eigen::Map<RowMajor> cm(c, m, n);
+  Eigen::Map<RowMajor, 0, Eigen::OuterStride<>> cm(c, m, n, Eigen::OuterStride<>(ldc));
   // Eigen's thread count is process-wide: set it for this product, then
   // return it to Eigen's default (OpenMP's).
   Eigen::setNbThreads(threads);
@@ -51,20 +52,25 @@ bool fast_gemm_has_own_threads() {
 }
 
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c) {
+  fast_gemm(a, b, m, n, k, threads, c, n);
+}
+
+void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c,
+               int64_t ldc) {
 #if FP4EMU_HAVE_OPENBLAS
-  if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {  // blasint is 32-bit in Debian's build
+  if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && ldc <= INT_MAX) {  // blasint is 32-bit in Debian's build
     // C = A·Bᵀ with A m×k and b = Bᵀ n×k, both row-major (K-major). OpenBLAS's
     // thread count is process-wide too: set it, then restore it.
     const int before = openblas_get_num_threads();
     openblas_set_num_threads(threads);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0f, a, static_cast<int>(k), b, static_cast<int>(k), 0.0f, c,
-                static_cast<int>(n));
+                static_cast<int>(ldc));
     openblas_set_num_threads(before);
     return;
   }
 #endif
-  eigen_sgemm(a, b, m, n, k, threads, c);
+  eigen_sgemm(a, b, m, n, k, threads, c, ldc);
 }
 
 }  // namespace fp4emu::gemm_detail

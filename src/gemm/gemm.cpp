@@ -116,6 +116,25 @@ std::optional<float> gemm_alpha(const GemmOperand& a, const GemmOperand& b, std:
   return alpha;
 }
 
+// `fast` with B packed: W's rows decoded kFastPanelRows at a time into one
+// buffer, reused, and each panel's columns of C computed by one sgemm. W's
+// whole fp32 copy (180 MB at 4096×11008) cost its zero-fill and first-touch
+// page faults on every call, a quarter of the call (docs/gemm.md "Speed").
+// The panels change only the columns each sgemm call sees: `fast` has no
+// defined summation order either way.
+namespace {
+void fast_gemm_over_panels(const float* a, const Operand& b, int64_t m, int threads, float* c) {
+  constexpr int64_t kFastPanelRows = 1024;
+  const int64_t n = b.rows(), k = b.k();
+  Fp32Rows panel(std::min(n, kFastPanelRows) * k);
+  for (int64_t j0 = 0; j0 < n; j0 += kFastPanelRows) {
+    const int64_t rows = std::min(kFastPanelRows, n - j0);
+    decode_fp32_rows(*b.source, b.tables, j0, j0 + rows, panel.data());
+    fast_gemm(a, panel.data(), m, rows, k, threads, c + j0, n);
+  }
+}
+}  // namespace
+
 Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions& options) {
   if (options.blocks_per_step < 1)
     throw InputError(fmt::format("blocks per step is {}; it must be at least 1", options.blocks_per_step));
@@ -152,8 +171,11 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
                                                                 (simd && options.model == GemmModel::fma_fp32))
                                ? OperandForm::fp32
                                : OperandForm::integers;
+  // `fast` decodes a packed B a panel at a time (fast_gemm_over_panels).
+  const bool b_panels = form == OperandForm::fp32 && options.model == GemmModel::fast && b_in.packed();
   Operand a = make_operand(a_in, Side::a, BLayout::kn, unpack_threads, form);
-  Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads, form);
+  Operand b = make_operand(b_in, Side::b, options.b_layout, unpack_threads,
+                           b_panels ? OperandForm::fp32_rows_later : form);
   if (a.k() != b.k())
     throw InputError(options.b_layout == BLayout::kn
                          ? fmt::format("A is {}×{} and B is {}×{}: the inner dimensions (k) differ", a.rows(),
@@ -174,14 +196,18 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   // The fp32 rows of an operand: its values when dense or decoded, else
   // to_fp32_rows of its integer form, held in `held`.
   std::vector<float> held_a, held_b;
-  const auto fp32_rows = [&](const Operand& o, std::vector<float>& held) -> const std::vector<float>& {
-    if (!o.is_packed) return o.dense.values;
+  const auto fp32_rows = [&](const Operand& o, std::vector<float>& held) -> const float* {
+    if (!o.is_packed) return o.dense.values.data();
     held = to_fp32_rows(o, threads);
-    return held;
+    return held.data();
   };
   switch (options.model) {
     case GemmModel::fast:
-      fast_gemm(fp32_rows(a, held_a).data(), fp32_rows(b, held_b).data(), m, n, a.k(), threads, c.data.data());
+      if (b_panels) {
+        fast_gemm_over_panels(fp32_rows(a, held_a), b, m, threads, c.data.data());
+      } else {
+        fast_gemm(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data());
+      }
       break;
     case GemmModel::fma_fp32:
       if (simd) {

@@ -29,11 +29,13 @@ bool simd_kernels_available();
 // unpacked here, inside the product's one parallel region.
 void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_step, int threads, float* c);
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
-void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
+void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);
 // `fast`: the build's sgemm (fast.cpp) on the same fp32 operands, a m×k and
-// b n×k row-major (the rows of A and the columns of B, each along k).
+// b n×k row-major (the rows of A and the columns of B, each along k), into c
+// with rows `ldc` apart (n when c is the whole product).
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c);
+void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c, int64_t ldc);
 // "OpenBLAS" or "Eigen": which library fast_gemm calls.
 const char* fast_gemm_library();
 // True when fast_gemm runs on threads of its own (OpenBLAS's pthreads), not

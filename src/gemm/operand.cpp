@@ -237,7 +237,7 @@ DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout) {
   if (k_axis(side, layout) == 1) {  // rows along k already: A, or W as given
     d.rows = t.shape[0];
     d.k = t.shape[1];
-    d.values = t.data;
+    d.values.assign(t.data.begin(), t.data.end());
   } else {
     d.k = t.shape[0];
     d.rows = t.shape[1];
@@ -254,10 +254,19 @@ Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threa
     o.format = op.packed()->format;
     if (form == OperandForm::fp32) {
       o.dense = decode_fp32_operand(*op.packed(), side, layout, threads);
-    } else if (form == OperandForm::deferred) {
+    } else if (form == OperandForm::deferred || form == OperandForm::fp32_rows_later) {
       o.is_packed = true;
       o.tables = checked_element_tables(*op.packed(), side, layout);
-      o.packed = packed_operand_shell(*op.packed());
+      if (form == OperandForm::deferred) {
+        o.packed = packed_operand_shell(*op.packed());
+      } else {  // the shape only: no arrays
+        o.packed.format = op.packed()->format;
+        o.packed.rows = op.packed()->rows;
+        o.packed.k = op.packed()->axis_len;
+        o.packed.kpad = op.packed()->padded_len;
+        o.packed.block = op.packed()->block_size;
+        o.packed.blocks = op.packed()->blocks_per_row();
+      }
       o.source = op.packed();
     } else {
       o.is_packed = true;
@@ -272,7 +281,7 @@ Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threa
 }
 
 std::vector<float> to_fp32_rows(const Operand& o, int threads) {
-  if (!o.is_packed) return o.dense.values;
+  if (!o.is_packed) return {o.dense.values.begin(), o.dense.values.end()};
   const PackedOperand& p = o.packed;
   std::vector<float> out(p.rows * p.k);
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)

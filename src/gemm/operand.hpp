@@ -9,8 +9,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fp4emu/gemm/gemm.hpp"
@@ -77,12 +79,35 @@ PackedOperand packed_operand_shell(const PackedTensor& p);
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
                  uint8_t* codes);
 
+// Leaves the elements of a resize() uninitialised: decode_fp32_operand writes
+// every value, and zero-filling W's fp32 copy first (180 MB at 4096×11008)
+// took a quarter of the `fast` model's time (docs/gemm.md "Speed").
+template <class T>
+struct UninitialisedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  UninitialisedAllocator() = default;
+  template <class U>
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Fp32Rows = std::vector<float, UninitialisedAllocator<float>>;
+
 // Dense operand as rows along k (A: its rows; B: its columns, which are the
 // rows of W as given with BLayout::nk), fp32 values.
 struct DenseOperand {
   int64_t rows = 0;
   int64_t k = 0;
-  std::vector<float> values;  // rows × k
+  Fp32Rows values;  // rows × k
 };
 DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout = BLayout::kn);
 
@@ -91,6 +116,9 @@ DenseOperand dense_operand(const Tensor& t, Side side, BLayout layout = BLayout:
 // a lookup of the code's N, times the block's unit (simd.cpp, every Highway
 // target; tests compare it with to_fp32_rows of unpack_operand).
 DenseOperand decode_fp32_operand(const PackedTensor& p, Side side, BLayout layout = BLayout::kn, int threads = 1);
+// Rows [r0, r1) of the same, into out (row r0 first), on the calling thread;
+// `tables` from checked_element_tables.
+void decode_fp32_rows(const PackedTensor& p, const ElementTables& tables, int64_t r0, int64_t r1, float* out);
 
 // Either kind, with the shape facts the driver needs.
 struct Operand {
@@ -107,8 +135,10 @@ struct Operand {
 // block_fp32 models, every scalar form), or its fp32 values (the fast forms
 // of fma_fp32 and fast, which need nothing else), or checked but not yet
 // unpacked (`deferred`: packed_operand_shell in `packed`, the tables in
-// `tables`; simd_packed_gemm unpacks it inside its own parallel region).
-enum class OperandForm : uint8_t { integers, fp32, deferred };
+// `tables`; simd_packed_gemm unpacks it inside its own parallel region), or
+// checked with only its shape in `packed` (`fp32_rows_later`: the `fast`
+// model decodes its rows a panel at a time with decode_fp32_rows).
+enum class OperandForm : uint8_t { integers, fp32, deferred, fp32_rows_later };
 // `threads`: rows unpacked in parallel (the result does not depend on it).
 Operand make_operand(const GemmOperand& op, Side side, BLayout layout = BLayout::kn, int threads = 1,
                      OperandForm form = OperandForm::integers);

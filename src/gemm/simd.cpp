@@ -167,7 +167,7 @@ void DecodeRowsBlock(const PackedTensor& p, const ElementTables& t, int64_t r0, 
       fp4emu::simd::HWY_NAMESPACE::UnpackNibbles<kBlock>(p.nibble_order, p.codes.data() + r * row_bytes + b * (kBlock / 2),
                                                          codes);
       const int64_t count = std::min<int64_t>(kBlock, k - b * kBlock);
-      float* dst = out + r * k + b * kBlock;
+      float* dst = out + (r - r0) * k + b * kBlock;
       float* w = count == kBlock ? dst : partial;
       for (size_t j = 0; j < kBlock; j += lanes) {
         auto v = Lookup16(df, table, hn::PromoteTo(di, hn::LoadU(d8, codes + j)));
@@ -696,11 +696,15 @@ DenseOperand decode_fp32_operand(const PackedTensor& p, Side side, BLayout layou
   constexpr int64_t kChunk = 16;
 #pragma omp parallel for schedule(dynamic) num_threads(thread_count(threads))
   for (int64_t r0 = 0; r0 < d.rows; r0 += kChunk)
-    HWY_DYNAMIC_DISPATCH(DecodeRows)(p, tables, r0, std::min(d.rows, r0 + kChunk), d.values.data());
+    HWY_DYNAMIC_DISPATCH(DecodeRows)(p, tables, r0, std::min(d.rows, r0 + kChunk), d.values.data() + r0 * d.k);
   return d;
 }
 
-void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t n, int64_t k,
+void decode_fp32_rows(const PackedTensor& p, const ElementTables& tables, int64_t r0, int64_t r1, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeRows)(p, tables, r0, r1, out);
+}
+
+void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c) {
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
   const int64_t np = round_up(n, cols);
@@ -726,7 +730,7 @@ void simd_fma_gemm(const std::vector<float>& a, const std::vector<float>& b, int
     for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
       const int64_t i0 = (t % row_tiles) * rows, j0 = (t / row_tiles) * cols;
       const float* a_rows[kMaxFmaRows];  // rows beyond m repeat the last one; their outputs are dropped
-      for (int64_t ii = 0; ii < rows; ++ii) a_rows[ii] = a.data() + std::min(i0 + ii, m - 1) * k;
+      for (int64_t ii = 0; ii < rows; ++ii) a_rows[ii] = a + std::min(i0 + ii, m - 1) * k;
       HWY_DYNAMIC_DISPATCH(FmaTile)(a_rows, bt.data() + (j0 / cols) * k * cols, k, out.data());
       for (int64_t ii = 0; ii < rows && i0 + ii < m; ++ii)
         for (int64_t jj = 0; jj < cols && j0 + jj < n; ++jj) c[(i0 + ii) * n + j0 + jj] = out[ii * cols + jj];
