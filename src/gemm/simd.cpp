@@ -710,7 +710,7 @@ void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t
   const int64_t np = round_up(n, cols);
   const int64_t rows = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(FmaRows)());
   const int64_t row_tiles = (m + rows - 1) / rows, col_tiles = np / cols;
-  std::vector<float> bt(k * np);  // [np/cols][k][cols] panels; columns beyond n are 0
+  Fp32Rows bt(k * np);  // [np/cols][k][cols] panels, every value written below; columns beyond n are 0
 #pragma omp parallel num_threads(thread_count(threads))
   {
 #pragma omp for schedule(dynamic)
