@@ -154,13 +154,13 @@ void register_command(const std::string& name, std::vector<std::string> args, fs
 void register_all() {
   const fs::path x = input_npy(), y = work_dir() / "y.npy", d = work_dir() / "d.npy";
   for (const char* recipe : {"mxfp4.ocp", "mxfp4.microxcaling", "nvfp4.te", "hif4.v14"})
-    register_command(fmt::format("cli/fake-quant/{}", recipe), {"fake-quant", x.string(), y.string(), "--recipe", recipe},
-                     x, y);
+    register_command(fmt::format("cli/fake-quant/{}", recipe),
+                     {"fake-quant", x.string(), y.string(), "--recipe", recipe}, x, y);
   // Each quantize writes the packed file its dequantize then reads.
   for (const char* recipe : {"mxfp4.ocp", "nvfp4.te", "hif4.v14"}) {
     const fs::path packed = work_dir() / fmt::format("{}.safetensors", recipe);
-    register_command(fmt::format("cli/quantize/{}", recipe), {"quantize", x.string(), packed.string(), "--recipe", recipe},
-                     x, packed);
+    register_command(fmt::format("cli/quantize/{}", recipe),
+                     {"quantize", x.string(), packed.string(), "--recipe", recipe}, x, packed);
     register_command(fmt::format("cli/dequantize/{}", recipe), {"dequantize", packed.string(), d.string()}, packed, d);
   }
 }

@@ -92,7 +92,7 @@ void output_error(Buffers& buf, const std::vector<float>& qw, int64_t m, int64_t
       return;
     }
 #endif
-    gemm_detail::fast_gemm(buf.ef.data(), qw.data(), m, n, d, thread_count(threads), buf.c.data());
+    gemm_detail::fast_gemm(buf.ef.data(), qw.data(), m, n, d, thread_count(threads), buf.c.data(), n);
   }
 }
 

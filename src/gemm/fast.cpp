@@ -51,10 +51,6 @@ bool fast_gemm_has_own_threads() {
 #endif
 }
 
-void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c) {
-  fast_gemm(a, b, m, n, k, threads, c, n);
-}
-
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c,
                int64_t ldc) {
 #if FP4EMU_HAVE_OPENBLAS

@@ -206,7 +206,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
       if (b_panels) {
         fast_gemm_over_panels(fp32_rows(a, held_a), b, m, threads, c.data.data());
       } else {
-        fast_gemm(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data());
+        fast_gemm(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data(), n);
       }
       break;
     case GemmModel::fma_fp32:

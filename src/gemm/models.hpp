@@ -34,7 +34,6 @@ void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t
 // `fast`: the build's sgemm (fast.cpp) on the same fp32 operands, a m×k and
 // b n×k row-major (the rows of A and the columns of B, each along k), into c
 // with rows `ldc` apart (n when c is the whole product).
-void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c);
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c, int64_t ldc);
 // "OpenBLAS" or "Eigen": which library fast_gemm calls.
 const char* fast_gemm_library();

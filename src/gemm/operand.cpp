@@ -162,7 +162,7 @@ ElementTables checked_element_tables(const PackedTensor& p, Side side, BLayout l
   return t;
 }
 
-PackedOperand packed_operand_shell(const PackedTensor& p) {
+PackedOperand packed_operand_shape(const PackedTensor& p) {
   PackedOperand o;
   o.format = p.format;
   o.rows = p.rows;
@@ -170,6 +170,11 @@ PackedOperand packed_operand_shell(const PackedTensor& p) {
   o.kpad = p.padded_len;
   o.block = p.block_size;
   o.blocks = p.blocks_per_row();
+  return o;
+}
+
+PackedOperand packed_operand_shell(const PackedTensor& p) {
+  PackedOperand o = packed_operand_shape(p);
   o.n.assign(o.rows * o.kpad, 0);
   o.sign.assign(o.rows * o.kpad, 0);
   o.unit.resize(o.rows * o.blocks);
@@ -257,16 +262,8 @@ Operand make_operand(const GemmOperand& op, Side side, BLayout layout, int threa
     } else if (form == OperandForm::deferred || form == OperandForm::fp32_rows_later) {
       o.is_packed = true;
       o.tables = checked_element_tables(*op.packed(), side, layout);
-      if (form == OperandForm::deferred) {
-        o.packed = packed_operand_shell(*op.packed());
-      } else {  // the shape only: no arrays
-        o.packed.format = op.packed()->format;
-        o.packed.rows = op.packed()->rows;
-        o.packed.k = op.packed()->axis_len;
-        o.packed.kpad = op.packed()->padded_len;
-        o.packed.block = op.packed()->block_size;
-        o.packed.blocks = op.packed()->blocks_per_row();
-      }
+      o.packed = form == OperandForm::deferred ? packed_operand_shell(*op.packed())
+                                                : packed_operand_shape(*op.packed());
       o.source = op.packed();
     } else {
       o.is_packed = true;

@@ -72,6 +72,9 @@ uint32_t scale_word(const PackedTensor& p, int64_t block_index);
 // with BLayout::nk) and unpacks it. The padding beyond k reads as 0 whatever
 // its bytes (the GEMM's k is the logical k).
 PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout = BLayout::kn, int threads = 1);
+// The operand's shape fields alone, no arrays (the `fast` model's B, decoded
+// a panel at a time).
+PackedOperand packed_operand_shape(const PackedTensor& p);
 // unpack_operand in two steps, for callers that unpack rows inside a
 // parallel region of their own (simd_packed_gemm): the operand's sizes with
 // its arrays allocated, then rows [r0, r1) (`codes`: scratch of kpad bytes).
@@ -79,9 +82,10 @@ PackedOperand packed_operand_shell(const PackedTensor& p);
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
                  uint8_t* codes);
 
-// Leaves the elements of a resize() uninitialised: decode_fp32_operand writes
-// every value, and zero-filling W's fp32 copy first (180 MB at 4096×11008)
-// took a quarter of the `fast` model's time (docs/gemm.md "Speed").
+// Leaves the elements of a resize() uninitialised, for fp32 rows that are
+// written whole before they are read (decoded operands, fma_fp32's panels):
+// zero-filling W's fp32 copy first (180 MB at 4096×11008) took a quarter of
+// the `fast` model's time (docs/gemm.md "Speed").
 template <class T>
 struct UninitialisedAllocator : std::allocator<T> {
   template <class U>

@@ -696,7 +696,7 @@ DenseOperand decode_fp32_operand(const PackedTensor& p, Side side, BLayout layou
   constexpr int64_t kChunk = 16;
 #pragma omp parallel for schedule(dynamic) num_threads(thread_count(threads))
   for (int64_t r0 = 0; r0 < d.rows; r0 += kChunk)
-    HWY_DYNAMIC_DISPATCH(DecodeRows)(p, tables, r0, std::min(d.rows, r0 + kChunk), d.values.data() + r0 * d.k);
+    decode_fp32_rows(p, tables, r0, std::min(d.rows, r0 + kChunk), d.values.data() + r0 * d.k);
   return d;
 }
 

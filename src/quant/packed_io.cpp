@@ -154,7 +154,8 @@ void write_packed(const std::filesystem::path& path, const PackedTensor& p, Stor
         p.scales);
   }
   const float g[3] = {p.global_amax, p.global_encode_scale, p.global_decode_scale};
-  if (p.format == Format::nvfp4) add("global_scale", io::DType::f32, {3}, {reinterpret_cast<const uint8_t*>(g), sizeof g});
+  if (p.format == Format::nvfp4)
+    add("global_scale", io::DType::f32, {3}, {reinterpret_cast<const uint8_t*>(g), sizeof g});
   std::map<std::string, std::string> metadata = packed_metadata(p);
   metadata["scale_layout"] = std::string(to_string(scale_layout));
   if (scale_layout == StoredScaleLayout::swizzled_128x4)
