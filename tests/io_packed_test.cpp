@@ -285,3 +285,48 @@ TEST(PackedMetadata, GlobalScalesAgreeBitForBit) {
                        {"bad.safetensors", "global_decode_scale"});
   }
 }
+
+// write_packed streams the codes and scales from the packed tensor's buffers
+// (io::SafetensorsWriter): the file must be byte for byte what the whole-file
+// encoder writes for the same tensors and metadata, and a linear HiF4 scale
+// word must be its four scale bytes, little-endian (the writer's u32 view).
+TEST(PackedFile, StreamedBytesAreTheWholeFileEncoding) {
+  TempDir dir;
+  int files = 0;
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    for (const StoredScaleLayout layout :
+         {StoredScaleLayout::linear, StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube}) {
+      if (!layout_applies(layout, r.format)) continue;
+      SCOPED_TRACE(fmt::format("{} {}", r.id, to_string(layout)));
+      QuantOptions o;
+      o.recipe = std::string(r.id);
+      o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
+      const PackedTensor p = quantize(with_specials({}, 7), o);
+      const fs::path path = dir / fmt::format("p{}.safetensors", files++);
+      write_packed(path, p, layout);
+      const io::SafetensorsFile file = io::read_safetensors(path);
+      const std::vector<uint8_t> encoded = io::encode_safetensors(file.tensors, file.metadata);
+      EXPECT_EQ(fp4emu::testing::read_bytes(path), std::string(encoded.begin(), encoded.end()));
+      ASSERT_FALSE(file.tensors.empty());
+      EXPECT_EQ(file.tensors[0].name, "codes");
+      EXPECT_EQ(file.tensors[0].array.bytes, p.codes);
+      if (layout == StoredScaleLayout::linear) {
+        ASSERT_GE(file.tensors.size(), 2u);
+        const io::Array& scales = file.tensors[1].array;
+        if (r.format == Format::hif4) {
+          const std::vector<uint32_t> words = io::to_u32(scales);
+          ASSERT_EQ(words.size() * 4, p.scales.size());
+          for (size_t i = 0; i < words.size(); ++i) {
+            uint32_t want = 0;
+            for (int b = 0; b < 4; ++b) want |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+            ASSERT_EQ(words[i], want) << "scale word " << i;
+          }
+        } else {
+          EXPECT_EQ(scales.bytes, p.scales);
+        }
+      }
+    }
+  }
+  EXPECT_GT(files, 10);
+}
