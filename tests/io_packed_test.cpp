@@ -64,6 +64,18 @@ bool bit_identical(const Tensor& a, const Tensor& b) {
          std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
 }
 
+// fn(recipe, layout) for every recipe with a packed form and every stored
+// scale layout that applies to its format.
+template <class Fn>
+void for_each_packed_layout(Fn&& fn) {
+  for (const Recipe& r : all_recipes()) {
+    if (r.fake_quant_only) continue;
+    for (const StoredScaleLayout layout :
+         {StoredScaleLayout::linear, StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube})
+      if (layout_applies(layout, r.format)) fn(r, layout);
+  }
+}
+
 }  // namespace
 
 // quantize -> write -> read -> dequantize gives the bits of fake_quant for
@@ -82,51 +94,46 @@ TEST(PackedRoundTrip, EveryRecipeWithNanAndInfinity) {
       {"all", {{1, from_bits(0x7FC00000u)}, {130, kInf}, {260, -kInf}, {511, from_bits(0xFFC00001u)}}},
   };
   int files = 0;
-  for (const Recipe& r : all_recipes()) {
-    if (r.fake_quant_only) continue;
-    for (const StoredScaleLayout layout :
-         {StoredScaleLayout::linear, StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube}) {
-      if (!layout_applies(layout, r.format)) continue;
-      uint64_t seed = 1;
-      for (const auto& [name, where] : inputs) {
-        const std::string what = fmt::format("{} {} {}", r.id, to_string(layout), name);
-        SCOPED_TRACE(what);
-        const Tensor x = with_specials(where, seed++);
-        QuantOptions o;
-        o.recipe = std::string(r.id);
-        o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
-        const PackedTensor p = quantize(x, o);
-        const fs::path path = dir / fmt::format("p{}.safetensors", files++);
-        write_packed(path, p, layout);
-        const PackedTensor q = read_packed(path);
-        EXPECT_EQ(q.codes, p.codes);
-        EXPECT_EQ(q.scales, p.scales);
-        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_amax), std::bit_cast<uint32_t>(p.global_amax));
-        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_encode_scale), std::bit_cast<uint32_t>(p.global_encode_scale));
-        EXPECT_EQ(std::bit_cast<uint32_t>(q.global_decode_scale), std::bit_cast<uint32_t>(p.global_decode_scale));
-        const Tensor y = dequantize(q);
-        EXPECT_TRUE(bit_identical(y, dequantize(p)));
-        const Tensor f = fake_quant(x, o);
-        ASSERT_EQ(y.data.size(), f.data.size());
-        // hif4.v14_special: NaN and ±Inf count as 0 and get code 0; only
-        // fake-quant copies them through (docs/formats.md, the HiF4 recipe
-        // table). So the packed form gives the fake-quant of x with those
-        // lanes 0, and fake-quant differs from it exactly there.
-        const Tensor expected = r.id == "hif4.v14_special" ? fake_quant(finite_or_zero(x), o) : f;
-        for (size_t i = 0; i < y.data.size(); ++i) {
-          if (!same_bits(y.data[i], expected.data[i])) {
-            ADD_FAILURE() << "element " << i << ": dequantized " << y.data[i] << ", expected " << expected.data[i];
-            break;
-          }
-          const bool copied = !std::isfinite(x.data[i]) && r.id == "hif4.v14_special";
-          if (copied ? !bit_identical_value(f.data[i], x.data[i]) : !same_bits(f.data[i], expected.data[i])) {
-            ADD_FAILURE() << "element " << i << ": fake-quant " << f.data[i] << " of " << x.data[i];
-            break;
-          }
+  for_each_packed_layout([&](const Recipe& r, StoredScaleLayout layout) {
+    uint64_t seed = 1;
+    for (const auto& [name, where] : inputs) {
+      const std::string what = fmt::format("{} {} {}", r.id, to_string(layout), name);
+      SCOPED_TRACE(what);
+      const Tensor x = with_specials(where, seed++);
+      QuantOptions o;
+      o.recipe = std::string(r.id);
+      o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
+      const PackedTensor p = quantize(x, o);
+      const fs::path path = dir / fmt::format("p{}.safetensors", files++);
+      write_packed(path, p, layout);
+      const PackedTensor q = read_packed(path);
+      EXPECT_EQ(q.codes, p.codes);
+      EXPECT_EQ(q.scales, p.scales);
+      EXPECT_EQ(std::bit_cast<uint32_t>(q.global_amax), std::bit_cast<uint32_t>(p.global_amax));
+      EXPECT_EQ(std::bit_cast<uint32_t>(q.global_encode_scale), std::bit_cast<uint32_t>(p.global_encode_scale));
+      EXPECT_EQ(std::bit_cast<uint32_t>(q.global_decode_scale), std::bit_cast<uint32_t>(p.global_decode_scale));
+      const Tensor y = dequantize(q);
+      EXPECT_TRUE(bit_identical(y, dequantize(p)));
+      const Tensor f = fake_quant(x, o);
+      ASSERT_EQ(y.data.size(), f.data.size());
+      // hif4.v14_special: NaN and ±Inf count as 0 and get code 0; only
+      // fake-quant copies them through (docs/formats.md, the HiF4 recipe
+      // table). So the packed form gives the fake-quant of x with those
+      // lanes 0, and fake-quant differs from it exactly there.
+      const Tensor expected = r.id == "hif4.v14_special" ? fake_quant(finite_or_zero(x), o) : f;
+      for (size_t i = 0; i < y.data.size(); ++i) {
+        if (!same_bits(y.data[i], expected.data[i])) {
+          ADD_FAILURE() << "element " << i << ": dequantized " << y.data[i] << ", expected " << expected.data[i];
+          break;
+        }
+        const bool copied = !std::isfinite(x.data[i]) && r.id == "hif4.v14_special";
+        if (copied ? !bit_identical_value(f.data[i], x.data[i]) : !same_bits(f.data[i], expected.data[i])) {
+          ADD_FAILURE() << "element " << i << ": fake-quant " << f.data[i] << " of " << x.data[i];
+          break;
         }
       }
     }
-  }
+  });
   EXPECT_GT(files, 100);
 }
 
@@ -293,40 +300,35 @@ TEST(PackedMetadata, GlobalScalesAgreeBitForBit) {
 TEST(PackedFile, StreamedBytesAreTheWholeFileEncoding) {
   TempDir dir;
   int files = 0;
-  for (const Recipe& r : all_recipes()) {
-    if (r.fake_quant_only) continue;
-    for (const StoredScaleLayout layout :
-         {StoredScaleLayout::linear, StoredScaleLayout::swizzled_128x4, StoredScaleLayout::hif4_cube}) {
-      if (!layout_applies(layout, r.format)) continue;
-      SCOPED_TRACE(fmt::format("{} {}", r.id, to_string(layout)));
-      QuantOptions o;
-      o.recipe = std::string(r.id);
-      o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
-      const PackedTensor p = quantize(with_specials({}, 7), o);
-      const fs::path path = dir / fmt::format("p{}.safetensors", files++);
-      write_packed(path, p, layout);
-      const io::SafetensorsFile file = io::read_safetensors(path);
-      const std::vector<uint8_t> encoded = io::encode_safetensors(file.tensors, file.metadata);
-      EXPECT_EQ(fp4emu::testing::read_bytes(path), std::string(encoded.begin(), encoded.end()));
-      ASSERT_FALSE(file.tensors.empty());
-      EXPECT_EQ(file.tensors[0].name, "codes");
-      EXPECT_EQ(file.tensors[0].array.bytes, p.codes);
-      if (layout == StoredScaleLayout::linear) {
-        ASSERT_GE(file.tensors.size(), 2u);
-        const io::Array& scales = file.tensors[1].array;
-        if (r.format == Format::hif4) {
-          const std::vector<uint32_t> words = io::to_u32(scales);
-          ASSERT_EQ(words.size() * 4, p.scales.size());
-          for (size_t i = 0; i < words.size(); ++i) {
-            uint32_t want = 0;
-            for (int b = 0; b < 4; ++b) want |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
-            ASSERT_EQ(words[i], want) << "scale word " << i;
-          }
-        } else {
-          EXPECT_EQ(scales.bytes, p.scales);
+  for_each_packed_layout([&](const Recipe& r, StoredScaleLayout layout) {
+    SCOPED_TRACE(fmt::format("{} {}", r.id, to_string(layout)));
+    QuantOptions o;
+    o.recipe = std::string(r.id);
+    o.input_dtype = r.bf16_input_only ? InputDType::bf16 : InputDType::f32;
+    const PackedTensor p = quantize(with_specials({}, 7), o);
+    const fs::path path = dir / fmt::format("p{}.safetensors", files++);
+    write_packed(path, p, layout);
+    const io::SafetensorsFile file = io::read_safetensors(path);
+    const std::vector<uint8_t> encoded = io::encode_safetensors(file.tensors, file.metadata);
+    EXPECT_EQ(fp4emu::testing::read_bytes(path), std::string(encoded.begin(), encoded.end()));
+    ASSERT_FALSE(file.tensors.empty());
+    EXPECT_EQ(file.tensors[0].name, "codes");
+    EXPECT_EQ(file.tensors[0].array.bytes, p.codes);
+    if (layout == StoredScaleLayout::linear) {
+      ASSERT_GE(file.tensors.size(), 2u);
+      const io::Array& scales = file.tensors[1].array;
+      if (r.format == Format::hif4) {
+        const std::vector<uint32_t> words = io::to_u32(scales);
+        ASSERT_EQ(words.size() * 4, p.scales.size());
+        for (size_t i = 0; i < words.size(); ++i) {
+          uint32_t want = 0;
+          for (int b = 0; b < 4; ++b) want |= static_cast<uint32_t>(p.scales[4 * i + b]) << (8 * b);
+          ASSERT_EQ(words[i], want) << "scale word " << i;
         }
+      } else {
+        EXPECT_EQ(scales.bytes, p.scales);
       }
     }
-  }
+  });
   EXPECT_GT(files, 10);
 }
