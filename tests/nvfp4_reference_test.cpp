@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -69,8 +70,10 @@ struct Quantized {
   Block decoded{};
 };
 
-// One block, with the per-tensor scale from G and the recipe's own block amax.
-Quantized quantize(const Recipe& r, float global_amax, const Block& x, Rounding rounding = Rounding::rne) {
+// One block, with the per-tensor scale from G and the recipe's own block amax
+// (rounding: the recipe's own unless given).
+Quantized quantize(const Recipe& r, float global_amax, const Block& x, std::optional<Rounding> given = {}) {
+  const Rounding rounding = given.value_or(r.element_rounding);
   Quantized q;
   q.ts = ref::nvfp4_tensor_scale(r, global_amax);
   q.block_amax = ref::nvfp4_block_amax(r, x.data(), ref::kNvBlock);
@@ -79,7 +82,8 @@ Quantized quantize(const Recipe& r, float global_amax, const Block& x, Rounding 
   return q;
 }
 
-Block fake_quant(const Recipe& r, float global_amax, const Block& x, Rounding rounding = Rounding::rne) {
+Block fake_quant(const Recipe& r, float global_amax, const Block& x, std::optional<Rounding> given = {}) {
+  const Rounding rounding = given.value_or(r.element_rounding);
   const ref::NvTensorScale ts = ref::nvfp4_tensor_scale(r, global_amax);
   Block out{};
   ref::nvfp4_fake_quant_block(r, rounding, ts, ref::nvfp4_block_amax(r, x.data(), ref::kNvBlock), x.data(),

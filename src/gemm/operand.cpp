@@ -31,13 +31,7 @@ float decode_element(const Recipe& recipe, const PackedTensor& /*p*/, uint8_t by
   std::array<uint8_t, 64> codes;
   codes.fill(code);
   std::array<float, 64> out{};
-  switch (recipe.format) {
-    case Format::mxfp4: reference::mxfp4_decode_block(recipe, byte, codes.data(), out.data()); break;
-    case Format::nvfp4:
-      reference::nvfp4_decode_block_unscaled(recipe, byte, codes.data(), out.data());
-      break;
-    case Format::hif4: reference::hif4_decode_block(recipe, byte, codes.data(), out.data()); break;
-  }
+  reference::format_ops(recipe.format).decode_block_unscaled(recipe, byte, codes.data(), out.data());
   return out[0];
 }
 
@@ -133,12 +127,8 @@ Dyadic split_fp32(float x) {
 }
 
 uint32_t scale_word(const PackedTensor& p, int64_t block_index) {
-  const int scale_bytes = scale_bytes_per_block(p.format);
-  const uint8_t* s = p.scales.data() + block_index * scale_bytes;
-  if (p.format != Format::hif4) return s[0];
-  uint32_t stored = 0;
-  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
-  return reference::hif4_word_from_stored(stored, p.scale_bit_order);
+  return reference::load_scale(p.format, p.scales.data() + block_index * scale_bytes_per_block(p.format),
+                               p.scale_bit_order);
 }
 
 ElementTables checked_element_tables(const PackedTensor& p, Side side, BLayout layout) {

@@ -165,10 +165,7 @@ PackedTensor Probe::quantize_block(const std::vector<float>& x) const {
 }
 
 uint32_t Probe::word(const PackedTensor& p) const {
-  if (p.format != Format::hif4) return p.scales[0];
-  uint32_t stored = 0;
-  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(p.scales[i]) << (8 * i);
-  return reference::hif4_word_from_stored(stored, p.scale_bit_order);
+  return reference::load_scale(p.format, p.scales.data(), p.scale_bit_order);
 }
 
 float Probe::decode_as(const PackedTensor& p, int pos, uint8_t code) const {

@@ -96,11 +96,8 @@ Unpacked unpack(const Geometry& g, const Side& s, std::string_view name) {
   if (!s.scales.empty()) {
     check_size("scale bytes", name, s.scales.size(), g.rows * g.blocks_per_row * g.scale_bytes);
     u.scales.resize(g.rows * g.blocks_per_row);
-    for (size_t b = 0; b < u.scales.size(); ++b) {
-      uint32_t w = 0;
-      for (int i = 0; i < g.scale_bytes; ++i) w |= static_cast<uint32_t>(s.scales[b * g.scale_bytes + i]) << (8 * i);
-      u.scales[b] = g.format == Format::hif4 ? reference::hif4_word_from_stored(w, s.scale_bit_order) : w;
-    }
+    for (size_t b = 0; b < u.scales.size(); ++b)
+      u.scales[b] = reference::load_scale(g.format, s.scales.data() + b * g.scale_bytes, s.scale_bit_order);
   }
   if (!s.values.empty()) {
     check_size("values", name, s.values.size(), g.numel);
@@ -116,17 +113,11 @@ Unpacked unpack(const Geometry& g, const Side& s, std::string_view name) {
 void lane_scales(const Recipe& r, const reference::NvTensorScale& ts, uint32_t scale, float* x) {
   uint8_t unit[kMaxBlock];
   std::fill(unit, unit + kMaxBlock, unit_code(r.format));
-  switch (r.format) {
-    case Format::hif4: reference::hif4_decode_block(r, scale, unit, x); return;
-    case Format::mxfp4: reference::mxfp4_decode_block(r, static_cast<uint8_t>(scale), unit, x); return;
-    case Format::nvfp4:
-      if (r.fake_quant_only) {
-        std::fill(x, x + reference::kNvBlock, std::numeric_limits<float>::quiet_NaN());
-        return;
-      }
-      reference::nvfp4_decode_block(r, ts, static_cast<uint8_t>(scale), unit, x);
-      return;
+  if (r.fake_quant_only) {
+    std::fill(x, x + block_size(r.format), std::numeric_limits<float>::quiet_NaN());
+    return;
   }
+  reference::format_ops(r.format).decode_block(r, ts, scale, unit, x);
 }
 
 bool same_value(float a, float b) {

@@ -39,15 +39,6 @@ std::string recipe_list() {
   return list;
 }
 
-std::string rounding_list(uint8_t mask) {
-  std::string list;
-  for (Rounding r : kAllRoundings) {
-    if (!(mask & rounding_bit(r))) continue;
-    if (!list.empty()) list += ", ";
-    list += to_string(r);
-  }
-  return list;
-}
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -130,10 +121,10 @@ TensorContext prepare(const ResolvedOptions& o, const float* x, const BlockedVie
   return ctx;
 }
 
-float block_amax_for(const ResolvedOptions& o, const TensorContext& ctx, const float* block, int64_t row,
-                     int64_t b, int64_t blocks) {
-  if (o.recipe->nv.tile_2d) return ctx.tile_amax[(row / 16) * blocks + b];
-  return reference::nvfp4_block_amax(*o.recipe, block, reference::kNvBlock);
+// What block b of `row` reads beyond its values: the 16x16 tile's amax where
+// there are tiles.
+reference::BlockContext block_context(const TensorContext& ctx, int64_t row, int64_t b, int64_t blocks) {
+  return {ctx.nv, ctx.tile_amax.empty() ? nullptr : &ctx.tile_amax[(row / 16) * blocks + b]};
 }
 
 // The implementation choice: `gap` is empty when the fast path covers the call.
@@ -290,9 +281,7 @@ ResolvedOptions resolve_options(const QuantOptions& options, const std::vector<i
         options.tail ? "" : fmt::format(", the default of {}", r.id)));
 
   o.rounding = options.rounding.value_or(r.element_rounding);
-  if (options.rounding && !(r.allowed_roundings & rounding_bit(*options.rounding)))
-    throw InputError(fmt::format("recipe {} does not define element rounding '{}'; it accepts: {}", r.id,
-                                 to_string(*options.rounding), rounding_list(r.allowed_roundings)));
+  if (options.rounding) check_rounding(r, *options.rounding);
 
   o.nibble_order = options.nibble_order.value_or(r.nibble_order);
   if (options.scale_bit_order && r.format != Format::hif4)
@@ -391,6 +380,7 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
   p.global_decode_scale = ctx.nv.decode;
 
   const int64_t blocks = p.blocks_per_row();
+  const reference::FormatOps& ops = reference::format_ops(recipe.format);
   const int64_t row_bytes = p.padded_len / 2;
   std::array<uint8_t, kMaxBlock> block_codes{};
   const bool stochastic = o.rounding == Rounding::stochastic;
@@ -402,22 +392,10 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
       const uint8_t* rbits = stochastic ? row_rbits.data() + b * block : nullptr;
-      uint8_t* scale_out = scales.data() + (row * blocks + b) * scale_bytes;
-      switch (recipe.format) {
-        case Format::hif4: {
-          const uint32_t word = reference::hif4_quantize_block(recipe, o.rounding, in, block_codes.data(), rbits);
-          const uint32_t stored = reference::hif4_word_to_stored(word, o.scale_bit_order);
-          for (int i = 0; i < 4; ++i) scale_out[i] = static_cast<uint8_t>(stored >> (8 * i));
-          break;
-        }
-        case Format::mxfp4:
-          scale_out[0] = reference::mxfp4_quantize_block(recipe, o.rounding, in, block_codes.data(), rbits);
-          break;
-        case Format::nvfp4:
-          scale_out[0] = reference::nvfp4_quantize_block(
-              recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks), in, block_codes.data(), rbits);
-          break;
-      }
+      const uint32_t scale =
+          ops.quantize_block(recipe, o.rounding, block_context(ctx, row, b, blocks), in, block_codes.data(), rbits);
+      reference::store_scale(recipe.format, scale, o.scale_bit_order,
+                             scales.data() + (row * blocks + b) * scale_bytes);
       uint8_t* row_codes = codes.data() + row * row_bytes;
       for (int j = 0; j < block; ++j) {
         const NibbleSlot s = nibble_slot(o.nibble_order, block, b, j);
@@ -466,6 +444,7 @@ void dequantize(const PackedHeader& p, std::span<const uint8_t> codes, std::span
   const OutIndex at{out, p.axis, v};
   const reference::NvTensorScale ts{p.global_amax, p.global_encode_scale, p.global_decode_scale};
   const int64_t blocks = p.blocks_per_row();
+  const reference::FormatOps& ops = reference::format_ops(recipe->format);
   const int64_t row_bytes = p.padded_len / 2;
   std::array<uint8_t, kMaxBlock> block_codes{};
   std::array<float, kMaxBlock> values{};
@@ -477,22 +456,9 @@ void dequantize(const PackedHeader& p, std::span<const uint8_t> codes, std::span
         const NibbleSlot s = nibble_slot(p.nibble_order, block, b, j);
         block_codes[j] = static_cast<uint8_t>((row_codes[s.byte] >> (s.high ? 4 : 0)) & 0xF);
       }
-      const uint8_t* scale_in = scales.data() + (row * blocks + b) * scale_bytes;
-      switch (recipe->format) {
-        case Format::hif4: {
-          uint32_t stored = 0;
-          for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(scale_in[i]) << (8 * i);
-          reference::hif4_decode_block(*recipe, reference::hif4_word_from_stored(stored, p.scale_bit_order),
-                                       block_codes.data(), values.data());
-          break;
-        }
-        case Format::mxfp4:
-          reference::mxfp4_decode_block(*recipe, scale_in[0], block_codes.data(), values.data());
-          break;
-        case Format::nvfp4:
-          reference::nvfp4_decode_block(*recipe, ts, scale_in[0], block_codes.data(), values.data());
-          break;
-      }
+      const uint32_t scale =
+          reference::load_scale(recipe->format, scales.data() + (row * blocks + b) * scale_bytes, p.scale_bit_order);
+      ops.decode_block(*recipe, ts, scale, block_codes.data(), values.data());
       for (int j = 0; j < block; ++j) {
         const int64_t k = b * block + j;
         if (k < v.axis_len) y[k * at.step()] = values[j];
@@ -532,6 +498,7 @@ void fake_quant(const TensorView& view, const QuantOptions& options, const Outpu
   const OutIndex at{out, o.axis, v};
   const int64_t padded = (v.axis_len + block - 1) / block * block;
   const int64_t blocks = padded / block;
+  const reference::FormatOps& ops = reference::format_ops(recipe.format);
   const TensorContext ctx = prepare(o, dense, v, padded);
 
   std::array<float, kMaxBlock> values{};
@@ -544,14 +511,7 @@ void fake_quant(const TensorView& view, const QuantOptions& options, const Outpu
     for (int64_t b = 0; b < blocks; ++b) {
       const float* in = buf.data() + b * block;
       const uint8_t* rbits = stochastic ? row_rbits.data() + b * block : nullptr;
-      switch (recipe.format) {
-        case Format::hif4: reference::hif4_fake_quant_block(recipe, o.rounding, in, values.data(), rbits); break;
-        case Format::mxfp4: reference::mxfp4_fake_quant_block(recipe, o.rounding, in, values.data(), rbits); break;
-        case Format::nvfp4:
-          reference::nvfp4_fake_quant_block(recipe, o.rounding, ctx.nv, block_amax_for(o, ctx, in, row, b, blocks),
-                                            in, values.data(), rbits);
-          break;
-      }
+      ops.fake_quant_block(recipe, o.rounding, block_context(ctx, row, b, blocks), in, values.data(), rbits);
       for (int j = 0; j < block; ++j) {
         const int64_t k = b * block + j;
         if (k < v.axis_len) y[k * at.step()] = values[j];

@@ -78,6 +78,16 @@ std::span<const Recipe> all_recipes() {
   return recipes;
 }
 
+void check_rounding(const Recipe& recipe, Rounding rounding) {
+  if (recipe.allowed_roundings & rounding_bit(rounding)) return;
+  std::string accepted;
+  for (Rounding r : kAllRoundings)
+    if (recipe.allowed_roundings & rounding_bit(r))
+      accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(r));
+  throw InputError(fmt::format("recipe {} does not define element rounding '{}'; it accepts: {}", recipe.id,
+                               to_string(rounding), accepted));
+}
+
 const Recipe* find_recipe(std::string_view id) {
   for (const Recipe& r : all_recipes())
     if (r.id == id) return &r;

@@ -79,6 +79,10 @@ struct Recipe {
   int bits_version = 1;
 };
 
+// InputError unless the recipe defines element rounding `rounding` (its own
+// or an allowed override); the one check every entry point makes.
+void check_rounding(const Recipe& recipe, Rounding rounding);
+
 // All recipes, grouped by format, in a stable order.
 std::span<const Recipe> all_recipes();
 const Recipe* find_recipe(std::string_view id);

@@ -83,4 +83,36 @@ float ggml_ue4m3_to_fp32(uint8_t x);
 void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
                             float block_amax, const float* x, float* out, const uint8_t* rbits = nullptr);
 
+// ------------------------------------------------------- every format ------
+// One block's stored scale: scale_bytes_per_block(format) bytes, little-endian,
+// a HiF4 word in bit order `order`. The canonical scale is HiF4's LSB-first
+// word, or the MXFP4/NVFP4 scale byte.
+uint32_t load_scale(Format format, const uint8_t* bytes, ScaleBitOrder order);
+void store_scale(Format format, uint32_t canonical, ScaleBitOrder order, uint8_t* bytes);
+
+// What a block operation reads beyond its block: NVFP4's per-tensor scale
+// and, for 16x16 tiles, the tile's amax (null: the block's own amax,
+// nvfp4_block_amax). HiF4 and MXFP4 read neither.
+struct BlockContext {
+  NvTensorScale tensor;
+  const float* tile_amax = nullptr;
+};
+
+// The block operations of one format, with one signature for all formats, so
+// that code handling every format (the tensor drivers, GEMM operands,
+// diagnose) takes the format's row instead of switching on the format. Each
+// entry is the format's function above; scales are canonical.
+struct FormatOps {
+  uint32_t (*quantize_block)(const Recipe& recipe, Rounding rounding, const BlockContext& context, const float* x,
+                             uint8_t* codes, const uint8_t* rbits);
+  void (*fake_quant_block)(const Recipe& recipe, Rounding rounding, const BlockContext& context, const float* x,
+                           float* out, const uint8_t* rbits);
+  void (*decode_block)(const Recipe& recipe, const NvTensorScale& tensor, uint32_t scale, const uint8_t* codes,
+                       float* out);
+  // The block scale alone: NVFP4 without its per-tensor scale
+  // (nvfp4_decode_block_unscaled); the others as decode_block.
+  void (*decode_block_unscaled)(const Recipe& recipe, uint32_t scale, const uint8_t* codes, float* out);
+};
+const FormatOps& format_ops(Format format);
+
 }  // namespace fp4emu::reference

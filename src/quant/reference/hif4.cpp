@@ -356,10 +356,7 @@ void v12_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, con
 BlockSteps run_steps(const Recipe& recipe, Rounding rounding, const float* x, const uint8_t* rbits) {
   if (recipe.format != Format::hif4)
     throw InputError("hif4 reference: recipe '" + std::string(recipe.id) + "' is not a hif4 recipe");
-  if ((recipe.allowed_roundings & rounding_bit(rounding)) == 0)
-    throw InputError("recipe '" + std::string(recipe.id) + "' does not allow element rounding '" +
-                     std::string(to_string(rounding)) + "' (its rounding is '" +
-                     std::string(to_string(recipe.element_rounding)) + "')");
+  check_rounding(recipe, rounding);
   if (rounding == Rounding::stochastic && rbits == nullptr)
     throw InputError("hif4 reference: stochastic rounding needs one random byte per element");
 

@@ -39,6 +39,7 @@
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "src/quant/library_ops.hpp"
 
 namespace fp4emu::reference {
 namespace {
@@ -49,7 +50,6 @@ static_assert(FLT_EVAL_METHOD == 0, "each fp32 operation must round to fp32 (no 
 constexpr uint8_t kNanScale = 0xFF;     // E8M0 NaN (§2)
 constexpr int kE8m0Bias = 127;
 constexpr int kE2m1Emax = 2;            // emax_elem: largest power of two of E2M1 is 4 (§1.1)
-constexpr float kRN16 = 0x1.555556p-3f; // fp32(1/6) = 0x3E2AAAAB (docs/spec/mxfp4.md notation)
 constexpr float kFp32MinNormal = 0x1p-126f;
 
 // ---------------------------------------------------------------------------
@@ -57,7 +57,6 @@ constexpr float kFp32MinNormal = 0x1p-126f;
 // One native fp32 operation rounds once, RNE: IEEE 754 binary32, no excess
 // precision (FLT_EVAL_METHOD 0) and no FMA contraction (-ffp-contract=off).
 float fp32_mul(float a, float b) { return a * b; }
-float fp32_sub(float a, float b) { return a - b; }
 
 // Round an exact double to fp32, RNE. Overflow to +-Inf is written out: a C++
 // conversion of an out-of-range double is undefined. Magnitudes at or above
@@ -120,6 +119,7 @@ uint32_t log2f_round_up_jmax(int n) {
 }
 
 // a: positive finite fp32 (normal or subnormal).
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxLog2fFloor.
 int log2f_floor(float a) {
   const uint32_t bits = fp32_bits(a);
   const uint32_t exp_field = (bits >> 23) & 0xFFu;
@@ -162,26 +162,13 @@ uint8_t x86_float_to_uint8(float v) {
 
 // ---------------------------------------------------------------------------
 // docs/spec/mxfp4.md §4: amax over the block, reduced as the recipe's library does it.
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxAmaxBits.
 float block_amax(const MxParams& p, const float* x) {
-  if (p.nan_propagating_amax) {
-    // torch.amax(|V|): a NaN anywhere gives NaN; otherwise the exact maximum.
-    float amax = 0.0f;
-    for (int i = 0; i < kMxBlock; ++i) {
-      const float a = std::fabs(x[i]);
-      if (std::isnan(a)) return a;
-      if (a > amax) amax = a;
-    }
-    return amax;
-  }
-  // ggml quantize_row_mxfp4_ref: `if (amax < fabsf(v)) amax = fabsf(v);`
-  // from amax = 0; NaN lanes never compare true, Inf lanes do.
-  float amax = 0.0f;
-  for (int i = 0; i < kMxBlock; ++i)
-    if (amax < std::fabs(x[i])) amax = std::fabs(x[i]);
-  return amax;
+  return p.nan_propagating_amax ? library::amax_nan_wins(x, kMxBlock) : library::amax_nan_ignored(x, kMxBlock);
 }
 
 // True when this amax makes a NaN block under the recipe (decisions above).
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxIsNanBlock.
 bool is_nan_block(const MxParams& p, float amax) {
   if (std::isnan(amax)) return true;
   return std::isinf(amax) && p.inf_amax == MxInfAmax::nan_block;
@@ -205,6 +192,7 @@ uint8_t scale_ocp_floor(float amax) {
 }
 
 // §4.2 MX_SCALE_LOG2F_FLOOR.
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxScaleCode; with x86_uint8_wrap, MxGgmlScaleCode.
 uint8_t scale_log2f_floor(const MxParams& p, float amax) {
   if (p.scale_range == MxScaleRange::x86_uint8_wrap) {
     // ggml: e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0, no clamp.
@@ -243,10 +231,11 @@ uint8_t scale_even(float amax) {
 // §4.5 MX_SCALE_RCEIL: descale = fp32(amax * RN16), then
 // cvt.rp.satfinite.ue8m0x2.f32: round up to a power of two, Inf -> 0xFE.
 uint8_t scale_rceil(float amax) {
-  const float descale = fp32_mul(amax, kRN16);
+  const float descale = fp32_mul(amax, library::kRn16);
   return e8m0_encode(descale, Rounding::rtp, Overflow::saturate);
 }
 
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxScaleCode and MxBlockScale.
 uint8_t scale_code(const MxParams& p, float amax) {
   switch (p.scale_rule) {
     case MxScaleRule::ocp_floor: return scale_ocp_floor(amax);
@@ -265,6 +254,7 @@ uint8_t scale_code(const MxParams& p, float amax) {
 // then one E2M1 rounding with saturation at +-6. The libraries compute y in
 // fp32 (V / X, V * (1/X), V * fp32(2^(127-c))); that rounds only when |y| <
 // 2^-126, where every element rounding gives the same signed zero (§5.1).
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxScaled, then the E2M1 grid of MxFakeQuantBlock / MxQuantizeNumericBlock.
 uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v, uint8_t r) {
   const double y = std::ldexp(static_cast<double>(v), kE8m0Bias - static_cast<int>(c));
   // microxcaling (7bc4195 mx/mx_ops.py:285, mx/elemwise_ops.py:63): the quotient
@@ -276,32 +266,14 @@ uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v
   return e2m1_encode(y, rounding);
 }
 
-// ggml-common.h kvalues_mxfp4: twice the E2M1 values, in code order.
-constexpr std::array<int8_t, 16> kGgmlValues = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 // GGML_E8M0_TO_FP32_HALF: 2^(c-128) for every code (0xFF gives 2^127, not NaN).
 float ggml_e8m0_to_fp32_half(uint8_t c) { return std::ldexp(1.0f, static_cast<int>(c) - 128); }
 
-// §5.4 ggml best_index_mxfp4: argmin_i fabsf(kv_i * d - x) in fp32, strict `<`,
-// so the first (smallest-magnitude, positive) index wins a tie: ties toward
-// zero, and -0.25 * X -> code 0 (+0); code 8 is never produced. NaN and Inf x
-// give code 0 (no comparison is true). kv_i * d is exact except overflow for
-// d >= 2^126; the subtraction rounds, so when |x| >> 6X (only after Inf amax
-// wrapped the scale to 0x00) several errors can round to the same value and
-// the first index wins: this is ggml's behaviour, kept on purpose.
-uint8_t element_ggml_argmin(uint8_t c, float v) {
-  const float d = ggml_e8m0_to_fp32_half(c);
-  int best_index = 0;
-  float best_err = std::fabs(fp32_sub(fp32_mul(static_cast<float>(kGgmlValues[0]), d), v));
-  for (int i = 1; i < 16; ++i) {
-    const float err = std::fabs(fp32_sub(fp32_mul(static_cast<float>(kGgmlValues[i]), d), v));
-    if (err < best_err) {
-      best_index = i;
-      best_err = err;
-    }
-  }
-  return static_cast<uint8_t>(best_index);
-}
+// §5.4 ggml best_index_mxfp4 with d = GGML_E8M0_TO_FP32_HALF(c). When
+// |x| >> 6X (only after an Inf amax wrapped the scale to 0x00) several errors
+// round to the same value and the first index wins (library_ops.hpp).
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxGgmlQuantizeBlock.
+uint8_t element_ggml_argmin(uint8_t c, float v) { return library::ggml_best_index(ggml_e8m0_to_fp32_half(c), v); }
 
 uint8_t element_code(const MxParams& p, Rounding rounding, uint8_t c, float v, uint8_t r) {
   switch (p.element_select) {
@@ -318,17 +290,8 @@ void check_recipe(const Recipe& recipe, const char* what) {
                      std::string(format_name(recipe.format)) + ", not mxfp4");
 }
 
-void check_rounding(const Recipe& recipe, Rounding rounding) {
-  if (recipe.allowed_roundings & rounding_bit(rounding)) return;
-  std::string accepted;
-  for (Rounding r : kAllRoundings)
-    if (recipe.allowed_roundings & rounding_bit(r))
-      accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(r));
-  throw InputError("mxfp4: recipe '" + std::string(recipe.id) + "' does not accept element rounding '" +
-                   std::string(to_string(rounding)) + "' (accepted: " + accepted + ")");
-}
-
 // The codes of a NaN block (MxNanBlockCodes).
+// SIMD twin: the NaN-block branch of src/quant/simd/mxfp4-inl.h MxQuantizeBlock.
 void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8_t* codes, const uint8_t* rbits) {
   switch (p.nan_block_codes) {
     case MxNanBlockCodes::torchao_cuda:
@@ -350,6 +313,7 @@ void nan_block_codes(const MxParams& p, Rounding rounding, const float* x, uint8
 
 }  // namespace
 
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxQuantizeBlock (mxfp4.ggml: MxGgmlQuantize).
 uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
                              const uint8_t* rbits) {
   check_recipe(recipe, "mxfp4_quantize_block");
@@ -375,6 +339,7 @@ uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
   return c;
 }
 
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxDecodeBlock (mxfp4.ggml: MxGgmlDecodeBlock).
 void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out) {
   check_recipe(recipe, "mxfp4_decode_block");
   // ggml decodes with its own table (GGML_E8M0_TO_FP32_HALF and doubled
@@ -401,6 +366,7 @@ void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* code
 }
 
 // The reference fake quantization is, by definition, decode(quantize(x)).
+// SIMD twin: src/quant/simd/mxfp4-inl.h MxFakeQuantBlock (mxfp4.ggml: MxGgmlFakeQuantBlock).
 void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
                             const uint8_t* rbits) {
   std::array<uint8_t, kMxBlock> codes;

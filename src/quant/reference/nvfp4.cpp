@@ -16,6 +16,7 @@
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "src/quant/library_ops.hpp"
 
 namespace fp4emu::reference {
 
@@ -23,6 +24,7 @@ namespace fp4emu::reference {
 // Ported line by line from ggml src/ggml-impl.h (d99724f2): the encoder at
 // lines 517-553, the decoder at lines 502-515 (docs/formats.md, nvfp4.ggml).
 
+// SIMD twin: src/quant/simd/nvfp4-inl.h GgmlUe4m3Code.
 uint8_t ggml_fp32_to_ue4m3(float x) {
   if (!(x > 0.0f)) return 0;  // x <= 0 and NaN
   if (x > 448.0f) x = 448.0f;
@@ -71,10 +73,8 @@ float ggml_ue4m3_to_fp32(uint8_t x) {
 namespace {
 
 constexpr float kFltMax = std::numeric_limits<float>::max();
-// docs/spec/nvfp4.md notation: RN16 = fp32(1/6) = 0x3E2AAAAB (folded by the compiler with
-// one RNE rounding, as nvcc folds the kernel's constant).
-constexpr float kRN16 = 1.0f / 6.0f;
-constexpr float kE2M1Max = 6.0f;
+using library::kE2m1Max;
+using library::kRn16;  // docs/spec/nvfp4.md notation RN16
 constexpr float kE4M3Max = 448.0f;
 // torch.finfo(torch.float8_e4m3fn).tiny = 2^-6, torchao's E4M3_EPS (code 0x08).
 constexpr float kE4M3Tiny = 0.015625f;
@@ -83,7 +83,7 @@ constexpr float kE4M3Tiny = 0.015625f;
 constexpr uint8_t kCtZeroScaleCode = 0x20;
 // fp32(1/2688): PyTorch on CUDA evaluates `tensor / 2688.0` as tensor * this
 // (docs/formats.md "Device semantics").
-constexpr float kRcp2688 = 1.0f / (kE2M1Max * kE4M3Max);
+constexpr float kRcp2688 = 1.0f / (kE2m1Max * kE4M3Max);
 
 // ---- Named conversions ------------------------------------------------------
 
@@ -101,6 +101,7 @@ uint8_t torch_to_float8_e4m3fn(float p) { return ue4m3_encode(p, Rounding::rne, 
 uint8_t cvt_satfinite_e2m1(float y, Rounding rounding) { return e2m1_encode(y, rounding); }
 
 // torch.clamp: NaN passes through (unlike fminf/fmaxf).
+// SIMD twin: src/quant/simd/nvfp4-inl.h TorchClamp.
 float torch_clamp(float v, float lo, float hi) {
   if (std::isnan(v)) return v;
   if (v < lo) return lo;
@@ -108,11 +109,8 @@ float torch_clamp(float v, float lo, float hi) {
   return v;
 }
 
-// ggml's kvalues (twice the E2M1 value of codes 0..15, so 0x8 is +0), used
-// with d = s/2: ggml-common.h kvalues_fp4 (d99724f2, lines 1126-1129).
-constexpr int8_t kGgmlKvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 // Amax reductions. NaN handling is the library's (NvParams::amax_nan).
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvBlockAmax (one block), driver.cpp for the tensor amax.
 float reduce_amax(NvAmaxNan nan_rule, const float* x, size_t n) {
   if (nan_rule == NvAmaxNan::maxnum) {
     // triton tl.max (maxnumf over the lanes, no zero start): NaN lanes lose
@@ -124,23 +122,11 @@ float reduce_amax(NvAmaxNan nan_rule, const float* x, size_t n) {
     }
     return a;
   }
-  float a = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = std::fabs(x[i]);
-    if (nan_rule == NvAmaxNan::propagate) {
-      // torch.amax(abs(x)) and the CUTLASS host reference: NaN wins.
-      if (std::isnan(v)) return v;
-      if (v > a) a = v;
-    } else {
-      // fmaxf (TE/cuDNN kernels, triton's maxnumf) and ggml's
-      // `if (amax < fabsf(v))` loop: NaN never wins. (TE's python reference
-      // uses torch.amax and would propagate; the recipe follows the kernels.)
-      // NaN lanes are skipped explicitly: glibc's fmaxf follows IEEE 754-2008
-      // maxNum and returns NaN for a *signaling* NaN, which CUDA's does not.
-      if (!std::isnan(v)) a = std::fmax(a, v);
-    }
-  }
-  return a;
+  // torch.amax(abs(x)) and the CUTLASS host reference: NaN wins. fmaxf
+  // (TE/cuDNN kernels) and ggml's loop: NaN never wins. (TE's python
+  // reference uses torch.amax and would propagate; the recipe follows the
+  // kernels.)
+  return nan_rule == NvAmaxNan::propagate ? library::amax_nan_wins(x, n) : library::amax_nan_ignored(x, n);
 }
 
 // ---- Per-tensor scale (docs/spec/nvfp4.md §2.2) ----------------------------------------
@@ -149,7 +135,7 @@ float reduce_amax(NvAmaxNan nan_rule, const float* x, size_t n) {
 // fminf(., FLT_MAX), then G == 0 or S_enc == 0 -> 1. G = NaN gives FLT_MAX
 // (fminf drops the NaN). S_dec = fp32(1/S_enc).
 NvTensorScale te_tensor_scale(float g, float e4m3_max) {
-  const float numerator = kE2M1Max * e4m3_max;  // compile-time 2688 (1536 for M = 256), exact
+  const float numerator = kE2m1Max * e4m3_max;  // compile-time 2688 (1536 for M = 256), exact
   float s_enc = numerator / g;
   s_enc = std::fmin(s_enc, kFltMax);
   if (g == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
@@ -161,6 +147,7 @@ NvTensorScale te_tensor_scale(float g, float e4m3_max) {
 // CUDA multiplies by the fp32 reciprocal of the scalar, computed on the host
 // in fp32 (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu, is_cpu_scalar
 // branch); the CPU kernel divides.
+// SIMD twin: src/quant/simd/nvfp4-inl.h DivSixTorch.
 float torch_div_scalar(float t, float scalar, float rcp_scalar, NvDevice device) {
   return device == NvDevice::cuda ? t * rcp_scalar : t / scalar;
 }
@@ -174,7 +161,7 @@ float torch_div_scalar(float t, float scalar, float rcp_scalar, NvDevice device)
 float ct_global_scale(float g, NvCtRelease release) {
   if (release == NvCtRelease::current) g = torch_clamp(g, std::numeric_limits<float>::min(), std::numeric_limits<float>::infinity());
   const float rcp = 1.0f / g;
-  float s_enc = rcp * (kE2M1Max * kE4M3Max);
+  float s_enc = rcp * (kE2m1Max * kE4M3Max);
   if (release == NvCtRelease::current && !std::isfinite(s_enc)) s_enc = 1.0f;
   return s_enc;
 }
@@ -183,10 +170,11 @@ float ct_global_scale(float g, NvCtRelease release) {
 // Each returns the UE4M3 scale code and writes 16 unpacked E2M1 codes.
 
 // NVFP4_TE / NVFP4_TE_2D (docs/spec/nvfp4.md §4.1; 2D differs only in the amax passed in).
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvTe, run by NvScaleGroup and NvElement in NvGroup.
 uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t* codes, Rounding r,
                     const uint8_t* rbits) {
   // §4.1 step 2: m = fp32(S_enc * RN16), p = fp32(a_b * m), p = fminf(p, FLT_MAX).
-  const float m = ts.encode * kRN16;
+  const float m = ts.encode * kRn16;
   float p = a_b * m;
   p = std::fmin(p, kFltMax);
   const uint8_t s = cvt_rn_satfinite_ue4m3(p);
@@ -211,12 +199,13 @@ uint8_t quantize_te(const NvTensorScale& ts, float a_b, const float* x, uint8_t*
 // and s4 (block max -> 4); s4 is kept only if its block error is strictly
 // smaller. S_enc uses M = recipe.nv.tensor_scale_e4m3_max (256 for this
 // recipe, see nvfp4_recipes.cpp).
+// SIMD twin: src/quant/simd/nvfp4-inl.h Nv4over6Group.
 uint8_t quantize_te_4over6(const NvParams& nv, const NvTensorScale& ts, float a_b, const float* x,
                            uint8_t* codes, Rounding r) {
   // s6 = e4m3(min(fp32(fp32(a_b/6) * S_enc), 448)),
   // s4 = e4m3(min(fp32(fp32(1.5 * fp32(a_b/6)) * S_enc), 448)); the spec's
   // "1.5·fp32(a_b/6)·S_enc" is evaluated left to right [assumption].
-  const float bs = a_b / kE2M1Max;
+  const float bs = a_b / kE2m1Max;
   const float p6 = std::fmin(bs * ts.encode, kE4M3Max);
   const float bs4 = 1.5f * bs;
   const float p4 = std::fmin(bs4 * ts.encode, kE4M3Max);
@@ -228,7 +217,7 @@ uint8_t quantize_te_4over6(const NvParams& nv, const NvTensorScale& ts, float a_
   // evaluated left to right in fp32: fp32(fp32(fp32(code*s) * G) / fp32(6*M))
   // [assumption on the association]. The error is accumulated in fp32 in
   // element order.
-  const float six_m = kE2M1Max * nv.tensor_scale_e4m3_max;  // exact
+  const float six_m = kE2m1Max * nv.tensor_scale_e4m3_max;  // exact
   for (int c = 0; c < 2; ++c) {
     const float s_value = ue4m3_decode(candidates[c]);
     const float s_times_dec = s_value * ts.decode;
@@ -272,11 +261,12 @@ uint8_t torchao_nan_code() {
 // (lines 772-850 at 36027d82d). S_dec = ts.decode. NVFP4_TORCHAO_1L is the
 // single-level branch: S_dec = 1 makes t = bs and r = fp32(1/s) exactly as
 // its `data_hp * (1.0 / block_scale_fp32)`.
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvTorchao in NvGroup.
 uint8_t quantize_torchao(NvDevice device, float s_dec, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // bs = max_abs / F4_E2M1_MAX (a Python scalar: fp32(a_b * RN16) on CUDA);
   // t = fp32(bs / S_dec) clamped to [2^-6, 448] (torch.clamp: NaN stays
   // NaN); s = PyTorch cast.
-  const float bs = torch_div_scalar(a_b, kE2M1Max, kRN16, device);
+  const float bs = torch_div_scalar(a_b, kE2m1Max, kRn16, device);
   const float t = torch_clamp(bs / s_dec, kE4M3Tiny, kE4M3Max);
   const uint8_t s = torch_to_float8_e4m3fn(t);
   // r = fp32(fp32(1/S_dec) / fp32(s)); y = fp32(x * r) (reciprocal multiply,
@@ -285,7 +275,7 @@ uint8_t quantize_torchao(NvDevice device, float s_dec, float a_b, const float* x
   const float rcp = inv_s_dec / ue4m3_decode(s);
   for (int i = 0; i < kNvBlock; ++i) {
     float y = x[i] * rcp;
-    y = torch_clamp(y, -kE2M1Max, kE2M1Max);
+    y = torch_clamp(y, -kE2m1Max, kE2m1Max);
     // torchao's bit-level RNE cast f32_to_f4_unpacked (sign from the sign
     // bit, so -0 -> 0x8). NaN has no special case there: see torchao_nan_code.
     codes[i] = std::isnan(y) ? torchao_nan_code() : cvt_satfinite_e2m1(y, r);
@@ -305,10 +295,11 @@ uint8_t modelopt_cast_fp4(float y, Rounding r) {
 // NVFP4_MODELOPT export path (docs/spec/nvfp4.md §4.4): NVFP4QTensor.quantize and
 // get_weights_scaling_factor (modelopt/torch/quantization/qtensor/
 // nvfp4_tensor.py lines 63-92, 143-232 at 5a4242fa). S_dec = ts.decode.
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvModelopt in NvGroup.
 uint8_t quantize_modelopt(float s_dec, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // p = fp32(a_b / fp32(6 * S_dec)); p == 0 -> 1.0 (only an all-zero block);
   // s = PyTorch cast, no clamp (a_b <= G keeps p <= 448 in practice).
-  const float six_s_dec = kE2M1Max * s_dec;
+  const float six_s_dec = kE2m1Max * s_dec;
   float p = a_b / six_s_dec;
   if (p == 0.0f) p = 1.0f;
   const uint8_t s = torch_to_float8_e4m3fn(p);
@@ -330,7 +321,7 @@ uint8_t quantize_modelopt(float s_dec, float a_b, const float* x, uint8_t* codes
 // unchanged, whose index lookup gives magnitude 0: code 0x0.
 uint8_t ct_cast_fp4(const NvParams& nv, float y, Rounding r) {
   y = y + 0.0f;
-  y = torch_clamp(y, -kE2M1Max, kE2M1Max);
+  y = torch_clamp(y, -kE2m1Max, kE2m1Max);
   if (nv.ct_bf16_quotient) y = bf16_rne(y);
   if (std::isnan(y)) return 0x0;
   return cvt_satfinite_e2m1(y, r);
@@ -340,10 +331,11 @@ uint8_t ct_cast_fp4(const NvParams& nv, float y, Rounding r) {
 // (legacy 52792be0: helpers.py:87-124, forward.py:455-489; current ac8e2ba8:
 // helpers.py:70-126, forward_helpers.py:224-332 and 525-547).
 // S_enc = ts.encode (ct_global_scale).
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvCt in NvGroup.
 uint8_t quantize_ct(const NvParams& nv, float s_enc, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // s = e4m3(clamp(fp32(S_enc * fp32(a_b/6)), +-448)) (PyTorch cast; a_b/6 is
   // tensor / Python scalar); a scale of 0 is replaced by 0.125 (code 0x20).
-  const float bs = torch_div_scalar(a_b, kE2M1Max, kRN16, nv.device);
+  const float bs = torch_div_scalar(a_b, kE2m1Max, kRn16, nv.device);
   const float p = torch_clamp(s_enc * bs, -kE4M3Max, kE4M3Max);
   uint8_t s = torch_to_float8_e4m3fn(p);
   if (ue4m3_decode(s) == 0.0f) s = kCtZeroScaleCode;
@@ -355,9 +347,10 @@ uint8_t quantize_ct(const NvParams& nv, float s_enc, float a_b, const float* x, 
 }
 
 // NVFP4_CUTLASS_EPI (docs/spec/nvfp4.md §4.6), the exact host reference. st = ts.encode.
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvCutlassEpi in NvGroup.
 uint8_t quantize_cutlass_epi(float st, float a_b, const float* x, uint8_t* codes, Rounding r) {
   // pv = fp32(a_b * fp32(st * fp32(1/6))); s = float_ue4m3_t(pv) (RNE satfinite).
-  const float st_rn16 = st * kRN16;
+  const float st_rn16 = st * kRn16;
   const float pv = a_b * st_rn16;
   const uint8_t s = cvt_rn_satfinite_ue4m3(pv);
   // acc_scale = minimum_with_nan_propagation(fp32(st * fp32(1/fp32(s))),
@@ -385,8 +378,9 @@ uint8_t quantize_cutlass_epi(float st, float a_b, const float* x, uint8_t* codes
 //  - "round up" is toward +Inf on the E4M3 grid, saturating at 448, NaN -> 0x7F;
 //  - "vals / scale" divides by the decoded block scale fp32(fp32(s) * S_dec);
 //  - a zero scale (only when p == 0) gives signed-zero codes instead of 0/0.
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvCudnn in NvGroup.
 uint8_t quantize_cudnn(const NvTensorScale& ts, float a_b, const float* x, uint8_t* codes, Rounding r) {
-  const float bs = a_b / kE2M1Max;
+  const float bs = a_b / kE2m1Max;
   const float p = bs * ts.encode;
   const uint8_t s = ue4m3_encode(p, Rounding::rtp, Overflow::saturate);
   const float d = ue4m3_decode(s) * ts.decode;
@@ -406,27 +400,13 @@ uint8_t quantize_cudnn(const NvTensorScale& ts, float a_b, const float* x, uint8
 // scale. The element rule is `best_index_mxfp4` (ggml-quants.c:337-348), an
 // argmin, not a rounding, so `rounding` is not consulted (the recipe allows
 // only ties_to_zero, which is what the argmin amounts to).
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvGgmlGroup.
 uint8_t quantize_ggml(float a_b, const float* x, uint8_t* codes) {
-  const float bs = a_b / kE2M1Max;  // `amax / 6.0f`
+  const float bs = a_b / kE2m1Max;  // `amax / 6.0f`
   const uint8_t s = ggml_fp32_to_ue4m3(bs);
   const float d = ggml_ue4m3_to_fp32(s);  // already halved
-  // argmin_k fabsf(kv[k]*d - x) over k = 0..15 in order, strict '<': the
-  // first index wins ties (so ties go toward zero and -0 / negative
-  // underflow give +0). kv*d is exact; the subtraction is an fp32 rounding,
-  // which can merge two candidates' errors. NaN: every comparison is false ->
-  // code 0. +-Inf: every error is Inf -> code 0.
-  for (int i = 0; i < kNvBlock; ++i) {
-    int best = 0;
-    float best_err = std::fabs(static_cast<float>(kGgmlKvalues[0]) * d - x[i]);
-    for (int k = 1; k < 16; ++k) {
-      const float err = std::fabs(static_cast<float>(kGgmlKvalues[k]) * d - x[i]);
-      if (err < best_err) {
-        best = k;
-        best_err = err;
-      }
-    }
-    codes[i] = static_cast<uint8_t>(best);
-  }
+  // ggml-common.h kvalues_fp4 (d99724f2, lines 1126-1129) is kvalues_mxfp4.
+  for (int i = 0; i < kNvBlock; ++i) codes[i] = library::ggml_best_index(d, x[i]);
   return s;
 }
 
@@ -434,11 +414,12 @@ uint8_t quantize_ggml(float a_b, const float* x, uint8_t* codes) {
 // (modelopt/torch/quantization/triton/fp4_kernel.py:45-140 at 5a4242fa),
 // op by op. No codes exist; the output is computed directly. S_dec =
 // ts.decode (the kernel's global_scale, possibly NaN, Inf or 0).
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvModeloptFqGroup.
 void fake_quant_modelopt_fq(float s_dec, float a_b, const float* x, float* out, Rounding r) {
   // global_scale_safe = where(S_dec > 0, S_dec, 1e-12): NaN and 0 -> 1e-12.
   const float safe = s_dec > 0.0f ? s_dec : 1e-12f;
   // p = min(a_b / (6 * safe), 448): tl.minimum is minnum, so NaN -> 448.
-  const float six_safe = kE2M1Max * safe;
+  const float six_safe = kE2m1Max * safe;
   const float p = std::fmin(a_b / six_safe, kE4M3Max);
   // fp8e4nv cast (cvt.rn.satfinite), times the unguarded S_dec; d >= 1e-5
   // or else 1.0 (a NaN d, from a NaN or Inf S_dec, becomes 1.0).
@@ -450,7 +431,7 @@ void fake_quant_modelopt_fq(float s_dec, float a_b, const float* x, float* out, 
   // x >= 0 false, x^ = -6*d. -0.0 >= 0 is true -> +0.
   for (int i = 0; i < kNvBlock; ++i) {
     const float ax = std::fabs(x[i]) / d;
-    const float q = std::isnan(ax) ? kE2M1Max : e2m1_decode(e2m1_encode(ax, r));
+    const float q = std::isnan(ax) ? kE2m1Max : e2m1_decode(e2m1_encode(ax, r));
     const float qd = q * d;
     out[i] = x[i] >= 0.0f ? qd : -qd;
   }
@@ -465,7 +446,7 @@ float decode_factor(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale
   switch (nv.decode) {
     case NvDecode::te: {
       // dequantize_nvfp4.cuh:66-69 (d0067d0da): fp32(fp32(s * amax) * fp32(1/(6*M))).
-      const float factor_inv = 1.0f / (kE2M1Max * nv.tensor_scale_e4m3_max);
+      const float factor_inv = 1.0f / (kE2m1Max * nv.tensor_scale_e4m3_max);
       const float s_times_amax = s * ts.global_amax;
       return s_times_amax * factor_inv;
     }
@@ -513,7 +494,7 @@ NvTensorScale nvfp4_tensor_scale(const Recipe& recipe, float global_amax) {
       // zero later, as in the library (ModelOpt's fake quant guards inside
       // its kernel). `encode` holds fp32(1/S_dec), the reciprocal torchao
       // multiplies by; ModelOpt does not use it.
-      const float s_dec = torch_div_scalar(g, kE2M1Max * kE4M3Max, kRcp2688, nv.device);
+      const float s_dec = torch_div_scalar(g, kE2m1Max * kE4M3Max, kRcp2688, nv.device);
       return {g, 1.0f / s_dec, s_dec};
     }
     case NvScaleRule::ct: {
@@ -540,6 +521,7 @@ float nvfp4_block_amax(const Recipe& recipe, const float* x, int n) {
 uint8_t nvfp4_quantize_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts,
                              float block_amax, const float* x, uint8_t* codes, const uint8_t* rbits) {
   const float a_b = block_amax;
+  check_rounding(recipe, rounding);
   if (rounding == Rounding::stochastic && (recipe.nv.rule != NvScaleRule::te || rbits == nullptr))
     throw InputError("nvfp4_quantize_block: stochastic rounding needs a TransformerEngine recipe and one "
                      "random byte per element (recipe " + std::string(recipe.id) + ")");
@@ -572,6 +554,7 @@ float nvfp4_decode_factor(const Recipe& recipe, const NvTensorScale& ts, uint8_t
   return decode_factor(recipe, ts, scale);
 }
 
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvDecodeBlock.
 void nvfp4_decode_block(const Recipe& recipe, const NvTensorScale& ts, uint8_t scale, const uint8_t* codes,
                         float* out) {
   if (recipe.nv.rule == NvScaleRule::modelopt_fq)
@@ -612,6 +595,7 @@ void nvfp4_decode_block_unscaled(const Recipe& recipe, uint8_t scale, const uint
 
 void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTensorScale& ts, float block_amax,
                             const float* x, float* out, const uint8_t* rbits) {
+  check_rounding(recipe, rounding);
   if (recipe.nv.rule == NvScaleRule::modelopt_fq) {
     fake_quant_modelopt_fq(ts.decode, block_amax, x, out, rounding);
     return;

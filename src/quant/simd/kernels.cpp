@@ -183,7 +183,7 @@ NvTensorConstants NvConstants(const KernelArgs& k) {
   t.s_enc = k.nv_encode;
   t.s_dec = k.nv_decode;
   t.g = k.nv_global_amax;
-  t.m = k.nv_encode * kNvRn16;                  // nvfp4.cpp quantize_te, quantize_cutlass_epi
+  t.m = k.nv_encode * library::kRn16;            // nvfp4.cpp quantize_te, quantize_cutlass_epi
   t.six_m = 6.0f * p.tensor_scale_e4m3_max;     // exact
   t.amax_nan = p.amax_nan;
   t.cuda = p.device == NvDevice::cuda;

@@ -19,6 +19,7 @@
 
 #include "codec-inl.h"
 #include "pack-inl.h"
+#include "src/quant/library_ops.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "hwy/highway.h"
 
@@ -30,10 +31,11 @@ constexpr int kMxBlock = 32;
 constexpr uint8_t kMxNanScale = 0xFF;
 using MxTag = hn::CappedTag<float, kMxBlock>;
 
-// docs/spec/mxfp4.md §4: amax = max |V_i| as torch.amax reduces it. Integer max of the
-// magnitude bits: a NaN lane wins (its bits are above +Inf), as in the
-// reference. ggml's `if (amax < fabsf(v))` loop (kNanPropagating false)
-// never takes a NaN: NaN lanes count as 0.
+// mxfp4.cpp block_amax (docs/spec/mxfp4.md §4): amax = max |V_i| as
+// torch.amax reduces it. Integer max of the magnitude bits: a NaN lane wins
+// (its bits are above +Inf), as in the reference. ggml's `if (amax <
+// fabsf(v))` loop (kNanPropagating false) never takes a NaN: NaN lanes count
+// as 0.
 template <bool kNanPropagating = true>
 HWY_INLINE IntVec<MxTag> MxAmaxBits(MxTag d, const float* HWY_RESTRICT x) {
   const hn::RebindToSigned<MxTag> di;
@@ -80,9 +82,10 @@ HWY_INLINE bool MxIsNanBlock(MxTag /*d*/, const MxParams& p, IntVec<MxTag> amax_
   return !hn::AllFalse(di, hn::Gt(amax_bits, hn::Set(di, limit)));
 }
 
-// docs/spec/mxfp4.md §4.1, §4.3-§4.5 steps 1-3: the E8M0 code from the amax bits of a
-// block that is not a NaN block. Every rule clamps the shared exponent at
-// -127 (code 0); none reaches 0xFF from a finite amax.
+// mxfp4.cpp scale_code (docs/spec/mxfp4.md §4.1, §4.3-§4.5 steps 1-3): the
+// E8M0 code from the amax bits of a block that is not a NaN block. Every
+// rule clamps the shared exponent at -127 (code 0); none reaches 0xFF from a
+// finite amax.
 HWY_INLINE IntVec<MxTag> MxScaleCode(MxTag d, MxScaleRule rule, IntVec<MxTag> amax_bits) {
   const hn::RebindToSigned<MxTag> di;
   const auto zero = hn::Zero(di);
@@ -142,6 +145,7 @@ HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxParams& p, const MxBlock& b,
   return y;
 }
 
+// mxfp4.cpp mxfp4_fake_quant_block for the convert recipes.
 // rbits: the block's random bytes (Rounding::stochastic), else unread.
 template <Rounding R>
 HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
@@ -184,7 +188,8 @@ HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_
   return static_cast<uint8_t>(hn::GetLane(b.code));
 }
 
-// `packed`: the block's 16 bytes in the packed row (nibble order `order`).
+// mxfp4.cpp mxfp4_quantize_block for the convert recipes. `packed`: the
+// block's 16 bytes in the packed row (nibble order `order`).
 template <Rounding R>
 HWY_INLINE uint8_t MxQuantizeBlock(const MxParams& p, const float* HWY_RESTRICT x, NibbleOrder order,
                                    uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
@@ -216,10 +221,7 @@ HWY_INLINE uint8_t MxGgmlScaleCode(uint32_t amax_bits) {
   return static_cast<uint8_t>(static_cast<uint32_t>(MxLog2fFloor(amax_bits) - 2 + 127) & 0xFFu);
 }
 
-// The magnitude codes' values kvalues_mxfp4 / 2 (ggml-common.h), code order 0..7.
-constexpr std::array<float, 8> kMxGgmlValues = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 6.0f, 8.0f, 12.0f};
-
-// mxfp4.cpp element_ggml_argmin: argmin_i fabsf(fp32(kv_i * d - x)), strict
+// mxfp4.cpp element_ggml_argmin (library_ops.hpp ggml_best_index): argmin_i fabsf(fp32(kv_i * d - x)), strict
 // `<` in code order. A candidate of the other sign than x is never strictly
 // better than code 0 (its error is at least |x|, code 0's), and fp32
 // subtraction is symmetric in sign, so the argmin runs over the 8 magnitudes
@@ -231,7 +233,7 @@ HWY_INLINE void MxGgmlQuantizeBlock(uint8_t c, const float* HWY_RESTRICT x, uint
   const uint32_t unit_bits = c >= 2 ? static_cast<uint32_t>(c - 1) << 23 : 0x00400000u >> (1 - c);
   const float unit = std::bit_cast<float>(unit_bits);
   alignas(64) float candidates[8];
-  for (int i = 0; i < 8; ++i) candidates[i] = kMxGgmlValues[i] * unit;  // exact or +Inf, as fp32_mul
+  for (int i = 0; i < 8; ++i) candidates[i] = library::kGgmlValues[i] * unit;  // exact or +Inf, as fp32_mul
   for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
     const auto v = hn::LoadU(d, x + i);
     const auto a = hn::Abs(v);
@@ -248,6 +250,7 @@ HWY_INLINE void MxGgmlQuantizeBlock(uint8_t c, const float* HWY_RESTRICT x, uint
   }
 }
 
+// mxfp4.cpp mxfp4_quantize_block for mxfp4.ggml.
 HWY_INLINE uint8_t MxGgmlQuantize(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
   const MxTag d;
   const uint8_t c = MxGgmlScaleCode(static_cast<uint32_t>(hn::GetLane(MxAmaxBits<false>(d, x))));
@@ -274,6 +277,7 @@ HWY_INLINE void MxGgmlDecodeBlock(uint8_t scale, const uint8_t* HWY_RESTRICT cod
   }
 }
 
+// mxfp4.cpp mxfp4_fake_quant_block for mxfp4.ggml.
 HWY_INLINE void MxGgmlFakeQuantBlock(const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
   alignas(64) uint8_t codes[kMxBlock];
   const uint8_t c = MxGgmlQuantize(x, codes);

@@ -31,6 +31,7 @@
 #include "hwy/highway.h"
 #include "kernels.hpp"
 #include "pack-inl.h"
+#include "src/quant/library_ops.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace fp4emu::simd::HWY_NAMESPACE {
@@ -42,7 +43,6 @@ constexpr int32_t kNvNanScale = 0x7F;
 using NvTag = hn::CappedTag<float, kNvBlock>;
 using NvGroupTag = hn::CappedTag<float, kNvGroup>;
 
-constexpr float kNvRn16 = 1.0f / 6.0f;  // nvfp4.cpp kRN16, folded with one RNE rounding
 constexpr float kNvFltMax = std::numeric_limits<float>::max();
 constexpr float kNvE4m3Tiny = 0.015625f;  // torchao's E4M3_EPS
 
@@ -145,7 +145,7 @@ HWY_INLINE hn::Vec<D> TorchClamp(D d, hn::Vec<D> v, float lo, float hi) {
 // a / 6 as the library evaluates it: `tensor / 6.0` in PyTorch is a * RN16 on CUDA.
 template <class D>
 HWY_INLINE hn::Vec<D> DivSixTorch(D d, const NvTensorConstants& t, hn::Vec<D> a) {
-  return t.cuda ? hn::Mul(a, hn::Set(d, kNvRn16)) : hn::Div(a, hn::Set(d, 6.0f));
+  return t.cuda ? hn::Mul(a, hn::Set(d, library::kRn16)) : hn::Div(a, hn::Set(d, 6.0f));
 }
 
 // ---- Scale policies ------------------------------------------------------------
