@@ -1,16 +1,18 @@
 // Per-target HiF4 block kernels for every recipe of docs/spec/hif4.md §6.0: the steps
 // of v14_steps, a6_steps and v12_steps in src/quant/reference/hif4.cpp, one
-// block of 64 at a time. Recipes are data: the per-element arithmetic is a
-// template parameter (Hif4Elements), everything decided once per block (scale
-// range, non-finite policy, sign rule, V12's power-of-two scale) is read from
-// Hif4Rules, which kernels.cpp fills from the recipe's Hif4Params.
+// block of 64 at a time. Recipes are data: the arithmetic is a template
+// parameter (Hif4Elements), everything else decided once per block (scale
+// range, non-finite policy, sign rule) is read from Hif4Rules, which
+// kernels.cpp fills from the recipe's Hif4Params.
 //
-// Layouts: the group maxima and the scale steps run with lanes across the 16
-// L3 groups (LoadInterleaved4 puts element 4k+i of the block in lane k of
-// vector i), the elements with lanes across the block after each group's
-// factors are spread to its four elements (StoreInterleaved4 of one vector
-// four times). Both are capped descriptors, so 1, 4, 8 or 16 lanes all run
-// the same code.
+// Layout: every step runs with lanes in element order, the block in
+// kHif4Vectors vectors. An L3 group (4 adjacent elements) lies in 4 adjacent
+// lanes of one 128-bit block, an L2 group in two adjacent blocks (or, with 1
+// or 4 lanes, in whole vectors), so the group maxima are lane shuffles within
+// a vector (Hif4L3Max, Hif4L2Max) and steps 5-7 run on each vector with its lanes'
+// group maxima, redundantly per lane but with no de-interleaving and no
+// per-group factors spread through memory (quantize/hif4.v14: 8.2 -> 6.5
+// AVX2 instructions per value, docs/performance.md).
 #if defined(FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
@@ -19,6 +21,8 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -45,14 +49,20 @@ constexpr int kHif4V12MaxExponent = 16;
 constexpr float kHif4V12Tiny = 0x1p-45f;
 
 using Hif4ElementTag = hn::CappedTag<float, kHif4Block>;
-using Hif4L3Tag = hn::CappedTag<float, kHif4L3Groups>;
+using Hif4IntTag = hn::RebindToSigned<Hif4ElementTag>;
+using Hif4Vec = hn::Vec<Hif4ElementTag>;
+using Hif4IntVec = hn::Vec<Hif4IntTag>;
+using Hif4Mask = hn::Mask<Hif4ElementTag>;
+constexpr int kHif4Vectors = kHif4Block / static_cast<int>(hn::MaxLanes(Hif4ElementTag()));
+using Hif4L3Tag = hn::CappedTag<float, kHif4L3Groups>;  // the decoder's per-group factors
 
-// The arithmetic of the scale ratios and the element step.
+// The arithmetic of the scale steps and the element step.
 enum class Hif4Elements : uint8_t {
-  fp32,        // §6.1 (v14, noclip, special; V12 with r = 1): fp32 products
+  fp32,        // §6.1 (v14, noclip, special): fp32 products
   bf16_ratio,  // §6.4 (amct): fp32 products, the element ratio t rounded to bf16
   exact,       // §6.2 (v14_f64): exact products, the float64 of To_HiFX
   a6,          // §6.5 (a6): every intermediate a bf16
+  pow2,        // §6.6 (v12_pow2): integer exponents of the maxima, t = |x| 2^-(B+b+c)
 };
 
 // What a kernel reads once per block (hif4_params.hpp).
@@ -60,66 +70,85 @@ struct Hif4Rules {
   Hif4ScaleRange range = Hif4ScaleRange::clamp;
   NonFinitePolicy non_finite = NonFinitePolicy::torch;
   bool sign_less_than_zero = false;  // ZeroSign::less_than_zero (a6: applied to its product)
-  bool pow2_scale = false;           // Hif4Arithmetic::pow2_v12
 };
 
-// What the scale steps leave for the element step.
-struct Hif4Steps {
-  alignas(64) float m4[kHif4L3Groups];              // max |x| of each L3 group
-  alignas(64) float element_factor[kHif4Block];     // 2^-(b+c) (V12: 2^-(B+b+c)); a6: bf16(Ea_rec * 2^-(b+c))
-  alignas(64) float value_factor[kHif4Block];       // S * 2^(b+c-2): value = q * factor
-  float reciprocal = 0.0f;                          // r = bf16(1/S) (V12: 1)
-  uint32_t word = 0;                                // canonical LSB-first scale word
+constexpr int kHif4Lanes = static_cast<int>(hn::MaxLanes(Hif4ElementTag()));
+
+// The group maxima of a block, lanes in element order: the max |x| of each
+// lane's L3 group, as fp32 bits (ordered as the values).
+struct Hif4Maxima {
+  Hif4IntVec m4[kHif4Vectors];  // exact: +Inf as FLT_MAX
+  Hif4Vec block;                // M, in every lane
 };
 
-// docs/spec/hif4.md §6.1 step 1 with the non-finite policy (hif4.cpp prepare_lanes):
-// torch: NaN lanes count as 0 and make the block NaN, Inf stays; poison: NaN
-// and Inf lanes count as 0 and make the block NaN; passthrough: NaN and Inf
-// lanes count as 0. The exact kernel holds Inf as FLT_MAX: every product
-// with it is then as far above its threshold as Inf's is.
-// Returns true for a NaN block.
-template <Hif4Elements K>
-HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRICT x, float* HWY_RESTRICT m4) {
-  const Hif4L3Tag d;
-  const hn::RebindToSigned<Hif4L3Tag> di;
-  const int n = static_cast<int>(hn::Lanes(d));
-  const auto limit = hn::Set(di, policy == NonFinitePolicy::torch ? kInfBits : kInfBits - 1);
-  auto poisoned = hn::Zero(di);
-  for (int k = 0; k < kHif4L3Groups; k += n) {
-    hn::Vec<Hif4L3Tag> a0, a1, a2, a3;
-    hn::LoadInterleaved4(d, x + 4 * k, a0, a1, a2, a3);
-    auto lane_max = [&](hn::Vec<Hif4L3Tag> a) {
-      const auto bits = AbsBits(d, a);
-      const auto bad = hn::Gt(bits, limit);
-      poisoned = hn::Or(poisoned, hn::VecFromMask(di, bad));
-      return hn::IfThenZeroElse(bad, bits);
-    };
-    auto m = hn::Max(hn::Max(lane_max(a0), lane_max(a1)), hn::Max(lane_max(a2), lane_max(a3)));
-    if constexpr (K == Hif4Elements::exact) m = hn::Min(m, hn::Set(di, kFltMaxBits));
-    hn::Store(hn::BitCast(d, m), d, m4 + k);
+// Each lane of a block's vectors (lanes in element order) from |x| to the
+// max over its L3 group: within a 128-bit block by two lane shuffles, over
+// single-lane vectors by combining four.
+HWY_INLINE void Hif4L3Max(Hif4IntVec* HWY_RESTRICT v) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int i = 0; i < kHif4Vectors; i += 4) {
+    const auto m = hn::Max(hn::Max(v[i], v[i + 1]), hn::Max(v[i + 2], v[i + 3]));
+    for (int j = 0; j < 4; ++j) v[i + j] = m;
   }
-  return policy != NonFinitePolicy::passthrough && !hn::AllFalse(di, hn::Ne(poisoned, hn::Zero(di)));
+#else
+  static_assert(kHif4Lanes >= 4);
+  for (int i = 0; i < kHif4Vectors; ++i) {
+    v[i] = hn::Max(v[i], hn::Shuffle2301(v[i]));
+    v[i] = hn::Max(v[i], hn::Shuffle1032(v[i]));
+  }
+#endif
 }
 
-template <class D, class M>
-HWY_INLINE uint32_t MaskBits(D d, M mask) {
-  uint8_t bytes[8] = {};
-  hn::StoreMaskBits(d, mask, bytes);
-  return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8;
+// The max of f(m4) over the L2 group of each lane of vector i, f monotone:
+// two adjacent 128-bit blocks, or with 4 lanes or 1 the vectors of the pair
+// of L3 groups.
+template <class F>
+HWY_INLINE auto Hif4L2Max(const Hif4Maxima& mx, int i, F f) {
+  if constexpr (kHif4Lanes >= 8) {
+    const auto v = f(mx.m4[i]);
+    return hn::Max(v, hn::SwapAdjacentBlocks(v));
+  } else {
+    constexpr int kSpan = 8 / kHif4Lanes;  // vectors, each holding one L3 group's maximum 4 / kHif4Lanes times
+    const int first = i - i % kSpan;
+    return hn::Max(f(mx.m4[first]), f(mx.m4[first + kSpan / 2]));
+  }
 }
 
-template <class D>
-HWY_INLINE hn::Mask<D> MaskFromBits(D d, uint32_t bits) {
-  const uint8_t bytes[8] = {static_cast<uint8_t>(bits), static_cast<uint8_t>(bits >> 8)};
-  return hn::LoadMaskBits(d, bytes);
+// docs/spec/hif4.md §6.1 step 1 (hif4.cpp prepare_lanes). Returns false, mx
+// unfinished, for a block with lanes that count as +0 first (Hif4CleanLanes:
+// NaN; Inf too unless the policy is torch, where it stays): a NaN block does
+// not depend on its maxima, and a lane above +Inf's bits is the one test per
+// block that finds them. The exact kernel holds Inf as FLT_MAX: every
+// product with it is then as far above its threshold as Inf's is.
+template <Hif4Elements K>
+HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRICT x, Hif4Maxima& mx) {
+  const Hif4ElementTag d;
+  const Hif4IntTag di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  for (int i = 0; i < kHif4Vectors; ++i) mx.m4[i] = AbsBits(d, hn::LoadU(d, x + i * n));
+  Hif4L3Max(mx.m4);
+  auto top = mx.m4[0];
+  for (int i = 1; i < kHif4Vectors; ++i) top = hn::Max(top, mx.m4[i]);
+  // Lanes 4 apart (or in the two 128-bit halves) already agree.
+  if constexpr (kHif4Lanes == 8) top = hn::Max(top, hn::SwapAdjacentBlocks(top));
+  if constexpr (kHif4Lanes > 8) top = hn::MaxOfLanes(di, top);
+  const int32_t top_bits = hn::GetLane(top);
+  if (HWY_UNLIKELY(top_bits > (policy == NonFinitePolicy::torch ? kInfBits : kInfBits - 1))) return false;
+  if constexpr (K == Hif4Elements::exact) {
+    if (HWY_UNLIKELY(top_bits == kInfBits)) {
+      const auto cap = hn::Set(di, kFltMaxBits);
+      for (int i = 0; i < kHif4Vectors; ++i) mx.m4[i] = hn::Min(mx.m4[i], cap);
+      top = cap;
+    }
+  }
+  mx.block = hn::BitCast(d, top);
+  return true;
 }
 
-// Bits 0, 2, 4, ... 14 of x moved to bits 0..7.
-constexpr uint32_t EvenBits(uint32_t x) {
-  x &= 0x5555u;
-  x = (x | x >> 1) & 0x3333u;
-  x = (x | x >> 2) & 0x0F0Fu;
-  return (x | x >> 4) & 0x00FFu;
+// The lanes of x that count as +0 (NaN; Inf unless the policy is torch) as +0.
+HWY_INLINE void Hif4CleanLanes(NonFinitePolicy policy, const float* HWY_RESTRICT x, float* HWY_RESTRICT cleaned) {
+  for (int i = 0; i < kHif4Block; ++i)
+    cleaned[i] = std::isnan(x[i]) || (policy != NonFinitePolicy::torch && std::isinf(x[i])) ? 0.0f : x[i];
 }
 
 // ---- Exact products (hif4.v14_f64) --------------------------------------------
@@ -185,22 +214,6 @@ HWY_INLINE hn::Vec<D> S1p2QuarterOfExactFma(D d, hn::Vec<D> a, hn::Vec<D> k4) {
 }
 #endif
 
-// bf16 RNE of the exact product m * k: a nonzero error only decides where hi
-// is a bf16 tie (low 16 bits 0x8000), and moving hi there one fp32 ulp its
-// way decides it the same. Anywhere else hi rounds as the exact value does.
-template <class D>
-HWY_INLINE hn::Vec<D> Bf16RneOfExactProduct(D d, hn::Vec<D> m, hn::Vec<D> k) {
-  const hn::RebindToSigned<D> di;
-  hn::Vec<D> hi, err;
-  ExactProduct(d, m, k, hi, err);
-  auto bits = hn::BitCast(di, hi);
-  const auto tie = hn::Eq(hn::And(bits, hn::Set(di, 0xFFFF)), hn::Set(di, 0x8000));
-  const auto one = hn::IfThenElseZero(tie, hn::Set(di, 1));
-  bits = hn::Add(bits, hn::IfThenElseZero(hn::RebindMask(di, hn::Gt(err, hn::Zero(d))), one));
-  bits = hn::Sub(bits, hn::IfThenElseZero(hn::RebindMask(di, hn::Lt(err, hn::Zero(d))), one));
-  return Bf16Rne(d, hn::BitCast(d, bits));
-}
-
 // s1p2_encode(hi + err, R) decoded (hif4.cpp round_element<double>; rha is
 // floor(4t + 1/2), exact in double): the rounding of hi is that of the exact
 // value except where hi is a decision point (a tie, or for rtz a grid point)
@@ -247,192 +260,220 @@ HWY_INLINE hn::Vec<D> S1p2GridOfExact(D d, hn::Vec<D> hi, hn::Vec<D> err,
 
 // ---- Scale steps ----------------------------------------------------------------
 
-// The per-group factors from the L2 bits (b_of_l3: b of each L3 group's L2
-// group) and the L3 bits of lanes k.., with `exponent` added to b + c (V12's B).
-// kValues: the decode factors too (fake-quant; quantize reads none).
-template <Hif4Elements K, bool kValues = true>
-HWY_INLINE void Hif4StoreFactors(Hif4Steps& s, int k, hn::Mask<Hif4L3Tag> b, hn::Mask<Hif4L3Tag> c,
-                                 hn::Vec<Hif4L3Tag> r, hn::Vec<Hif4L3Tag> scale_value, int32_t exponent) {
-  const Hif4L3Tag d;
-  const hn::RebindToSigned<Hif4L3Tag> di;
-  const auto one = hn::Set(di, 1);
-  const auto shift = hn::Add(hn::Add(hn::IfThenElseZero(hn::RebindMask(di, b), one),
-                                     hn::IfThenElseZero(hn::RebindMask(di, c), one)),
-                             hn::Set(di, exponent));
-  auto element_factor = Pow2FromBiased(d, hn::Sub(hn::Set(di, 127), shift));  // 2^-shift
-  // a6 §6.5 step 6: bf16(Ea_rec * bf16(2^-b * 2^-c)), exact (no bf16 underflow: Ea_rec >= 2^-16).
-  if constexpr (K == Hif4Elements::a6) element_factor = hn::Mul(r, element_factor);
-  hn::StoreInterleaved4(element_factor, element_factor, element_factor, element_factor, d, s.element_factor + 4 * k);
-  if constexpr (kValues) {
-    const auto value_factor = hn::Mul(scale_value, Pow2FromBiased(d, hn::Add(shift, hn::Set(di, 125))));
-    hn::StoreInterleaved4(value_factor, value_factor, value_factor, value_factor, d, s.value_factor + 4 * k);
-  }
+// Steps 2-4 of the block: what the per-vector steps read. Steps 5-6 compare
+// a group maximum m with `high` or `low` in the recipe's arithmetic (v14:
+// fp32(m r) with 4 and 2; a6: the same product with 4 (1 - 2^-9) and 2 (1 -
+// 2^-9), the least fp32 values that bf16 rounds to 4 and 2 (the midpoints
+// below them, whose ties go to the even 4 and 2), so bf16(m r) >= 4 is
+// fp32(m r) >= 4 (1 - 2^-9); V12: fp32(m + 2^-45) with 2^(B+2) and
+// 2^(B+1), which is e = floor(log2(fp32(m + 2^-45))) > B + 1 and > B).
+struct Hif4ScaleState {
+  Hif4Vec r;          // r = bf16(1/S) (V12: unread)
+  Hif4Vec high, low;  // the thresholds
+  Hif4Vec element;    // the element factor at b = c = 0: 4r (a6: r; V12: 4 * 2^-B)
+  Hif4Vec value;      // the decode factor at b = c = 0: S/4 (V12: 2^(B-2))
+  uint32_t byte = 0;  // the scale byte
+};
+
+// The scale steps run on one value per block, as scalars: fp32 bit
+// arithmetic on it takes a third of the instructions of the codec-inl.h
+// vector helpers, whose integer constants GCC builds in a general register
+// and broadcasts. Each mirrors the vector helper it names.
+
+// RneToMantissaBits<kMan> (bf16: kMan 7; E6M2 with no exponent limit: 2).
+template <int kMan>
+HWY_INLINE float RneToMantissaBits(float v) {
+  constexpr int kShift = 23 - kMan;
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  const uint32_t rounded = bits + ((1u << (kShift - 1)) - 1u) + ((bits >> kShift) & 1u);
+  return std::bit_cast<float>(rounded & ~((1u << kShift) - 1u));
 }
 
-// docs/spec/hif4.md §6.6 steps 1-4 (hif4.cpp v12_steps): integer exponents of the group maxima.
-template <bool kValues>
-HWY_INLINE void Hif4ScaleV12(Hif4Steps& s) {
-  const Hif4L3Tag d;
-  const hn::RebindToSigned<Hif4L3Tag> di;
-  const int n = static_cast<int>(hn::Lanes(d));
-  // e4[k] = floor(log2(fp32(m4[k] + 2^-45))) from the exponent field (a normal
-  // value or +Inf, which gives 128 as floor_log2 does).
-  auto e4_of = [&](int k) {
-    const auto guarded = hn::Add(hn::Load(d, s.m4 + k), hn::Set(d, kHif4V12Tiny));
-    return hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, guarded)), hn::Set(di, 127));
-  };
-  auto e_max = hn::Set(di, -127);
-  for (int k = 0; k < kHif4L3Groups; k += n) e_max = hn::Max(e_max, e4_of(k));
-  const int32_t e = hn::GetLane(hn::MaxOfLanes(di, e_max));
-  const int32_t block_exponent = std::clamp(e - 2, kHif4V12MinExponent, kHif4V12MaxExponent);
-  uint32_t word = static_cast<uint32_t>(block_exponent + kHif4V12Offset);
-  // b_j = clamp(e8[j] - B - 1, 0, 1) = [e8[j] > B + 1], e8 the max of two e4.
-  uint32_t at_least = 0;
-  for (int k = 0; k < kHif4L3Groups; k += n)
-    at_least |= MaskBits(d, hn::RebindMask(d, hn::Gt(e4_of(k), hn::Set(di, block_exponent + 1)))) << k;
-  const uint32_t b_even = (at_least | at_least >> 1) & 0x5555u;
-  const uint32_t b_of_l3 = b_even | b_even << 1;
-  word |= EvenBits(b_even) << 8;
-  // c_k = clamp(e4[k] - B - b, 0, 1) = [e4[k] > B + b] (Highway has no integer >=).
-  const auto one = hn::Set(di, 1);
-  for (int k = 0; k < kHif4L3Groups; k += n) {
-    const auto b = MaskFromBits(d, b_of_l3 >> k);
-    const auto threshold = hn::Add(hn::Set(di, block_exponent), hn::IfThenElseZero(hn::RebindMask(di, b), one));
-    const auto c = hn::RebindMask(d, hn::Gt(e4_of(k), threshold));
-    word |= MaskBits(d, c) << (16 + k);
-    Hif4StoreFactors<Hif4Elements::fp32, kValues>(s, k, b, c, hn::Set(d, 1.0f), hn::Set(d, 1.0f), block_exponent);
-  }
-  s.reciprocal = 1.0f;  // t = |x| * 2^-(B+b+c), one rounding as ldexp's
-  s.word = word;
+// bf16 RNE of the exact product m * k (finite m >= 0, k of at most 8
+// significant bits): a nonzero error only decides where hi = fp32(m * k) is a
+// bf16 tie (low 16 bits 0x8000), and moving hi there one fp32 ulp its way
+// decides it the same. Anywhere else hi rounds as the exact value does.
+HWY_INLINE float Bf16RneOfExactProduct(float m, float k) {
+  const double exact = static_cast<double>(m) * static_cast<double>(k);  // exact: 24 + 8 bits
+  const float hi = static_cast<float>(exact);
+  uint32_t bits = std::bit_cast<uint32_t>(hi);
+  if ((bits & 0xFFFFu) == 0x8000u && exact != static_cast<double>(hi)) bits += exact > hi ? 1u : ~0u;
+  return RneToMantissaBits<7>(std::bit_cast<float>(bits));
 }
 
-// docs/spec/hif4.md §6.1 steps 1-6 (§6.2, §6.3, §6.4; §6.5 steps 1-6; §6.6) from the
-// group maxima in s.m4, lanes across the 16 L3 groups. Step 5 is taken per
-// L3 group: the product is monotone in m, so [max(m4[2j], m4[2j+1]) r >= 4]
-// is the OR of the two groups' [m4 r >= 4], combined on the bits. No vector
-// leaves registers in another width than it is read back (no store-forwarding
-// stalls). Returns false when the recipe has no scale for the block
-// (unclamped ranges, hif4.cpp e6m2_encode_unclamped): a NaN block whose bits
-// and codes are all 0.
-template <Hif4Elements K, bool kValues = true>
-HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, Hif4Steps& s) {
-  if constexpr (K == Hif4Elements::fp32) {
-    if (rules.pow2_scale) {
-      Hif4ScaleV12<kValues>(s);
-      return true;
-    }
-  }
-  const Hif4L3Tag d;
-  const int n = static_cast<int>(hn::Lanes(d));
+// E6m2ReciprocalBf16: 2^-(E-48) * {1, 205/256, 171/256, 146/256}[M] (normal, exact).
+HWY_INLINE float E6m2ReciprocalBf16(uint32_t code) {
+  static constexpr float kMantissa[4] = {1.0f, 205.0f / 256.0f, 171.0f / 256.0f, 146.0f / 256.0f};
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(kMantissa[code & 3u]) + ((48u - (code >> 2)) << 23));
+}
 
-  // step 1: M = max m4 (= max m8).
-  auto block_max = hn::Zero(d);
-  for (int k = 0; k < kHif4L3Groups; k += n) block_max = hn::Max(block_max, hn::Load(d, s.m4 + k));
-  block_max = hn::MaxOfLanes(d, block_max);
+// 2^e for e in [-126, 127].
+HWY_INLINE float Hif4Pow2(int32_t e) { return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23); }
 
-  // step 2: s0 = bf16(fp32(M * c7)) (a6: bf16(M * c7), the same for bf16 M;
-  // v14_f64: bf16 of the exact product).
-  const auto c7 = hn::Set(d, kHif4C7);
-  const auto s0 = K == Hif4Elements::exact ? Bf16RneOfExactProduct(d, block_max, c7)
-                                           : Bf16Rne(d, hn::Mul(block_max, c7));
-  // step 3: range, then E6M2 RNE.
-  hn::Vec<Hif4L3Tag> scale;
-  if (rules.range == Hif4ScaleRange::clamp || rules.range == Hif4ScaleRange::saturate_e6m2) {
-    // Clamped to [2^-48, 49152] (a6: the saturating conversion): both bounds
-    // are E6M2 values, so this is the saturating E6M2 rounding.
-    scale = E6m2RneSatGrid(d, s0);
-  } else if (hn::GetLane(block_max) == 0.0f) {
-    // §6.3: noclip has no scale for a zero block, special gives it 2^-48.
-    if (rules.range == Hif4ScaleRange::unclamped) return false;
-    scale = hn::Set(d, kHif4ScaleMin);
+// docs/spec/hif4.md §6.1 steps 2-4 (§6.2, §6.3, §6.4; §6.5 steps 2-4; §6.6
+// steps 1-3) from the block maximum. Returns false when the recipe has no
+// scale for the block (unclamped ranges, hif4.cpp e6m2_encode_unclamped): a
+// NaN block whose bits and codes are all 0.
+template <Hif4Elements K>
+HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, const Hif4Maxima& mx, Hif4ScaleState& s) {
+  const Hif4ElementTag d;
+  const float block_max = hn::GetLane(mx.block);
+  if constexpr (K == Hif4Elements::pow2) {
+    // B = clamp(e - 2, -46, 16), e = floor(log2(fp32(M + 2^-45))) from the
+    // exponent field (a normal value, or +Inf, which gives 128 as floor_log2 does).
+    const int32_t e = static_cast<int32_t>(std::bit_cast<uint32_t>(block_max + kHif4V12Tiny) >> 23) - 127;
+    const int32_t exponent = std::clamp(e - 2, kHif4V12MinExponent, kHif4V12MaxExponent);
+    s.high = hn::Set(d, Hif4Pow2(exponent + 2));
+    s.low = hn::Set(d, Hif4Pow2(exponent + 1));
+    s.element = hn::Set(d, Hif4Pow2(2 - exponent));  // t = |x| 2^-(B+b+c), one rounding as ldexp's
+    s.value = hn::Set(d, Hif4Pow2(exponent - 2));
+    s.byte = static_cast<uint32_t>(exponent + kHif4V12Offset);
+    return true;
   } else {
-    // E6M2 RNE with no exponent limit (the bit rounding holds for any normal
-    // s0, +Inf stays +Inf, a subnormal stays below 2^-48), then the range check.
-    scale = E6m2RneAnyExponent(d, s0);
-    const float value = hn::GetLane(scale);
-    if (!(value >= kHif4ScaleMin && value <= kHif4ScaleMax)) return false;
-  }
-  const auto scale_code = E6m2Code(d, scale);
-  // step 4: r = bf16(1/S), the RCPE6M2 table.
-  const auto r = E6m2ReciprocalBf16(d, scale_code);
-  uint32_t word = static_cast<uint32_t>(hn::GetLane(scale_code));
-
-  // [m4[k] * r >= threshold] in the recipe's arithmetic: fp32 (a6: the
-  // product rounded to bf16; v14_f64: exact).
-  auto at_least = [&](int k, hn::Vec<Hif4L3Tag> threshold) {
-    const auto m = hn::Load(d, s.m4 + k);
-    if constexpr (K == Hif4Elements::exact) {
-      return ExactProductAtLeast(d, m, r, threshold);
-    } else if constexpr (K == Hif4Elements::a6) {
-      return hn::Ge(Bf16Rne(d, hn::Mul(m, r)), threshold);
+    // step 2: s0 = bf16(fp32(M * c7)) (a6: bf16(M * c7), the same for bf16 M;
+    // v14_f64: bf16 of the exact product).
+    const float s0 = K == Hif4Elements::exact ? Bf16RneOfExactProduct(block_max, kHif4C7)
+                                              : RneToMantissaBits<7>(block_max * kHif4C7);
+    // step 3: range, then E6M2 RNE.
+    float scale;
+    if (rules.range == Hif4ScaleRange::clamp || rules.range == Hif4ScaleRange::saturate_e6m2) {
+      // Clamped to [2^-48, 49152] (a6: the saturating conversion): both bounds
+      // are E6M2 values, so this is the saturating E6M2 rounding (E6m2RneSatGrid).
+      scale = RneToMantissaBits<2>(std::clamp(s0, kHif4ScaleMin, kHif4ScaleMax));
+    } else if (block_max == 0.0f) {
+      // §6.3: noclip has no scale for a zero block, special gives it 2^-48.
+      if (rules.range == Hif4ScaleRange::unclamped) return false;
+      scale = kHif4ScaleMin;
     } else {
-      return hn::Ge(hn::Mul(m, r), threshold);
+      // E6M2 RNE with no exponent limit (the bit rounding holds for any normal
+      // s0, +Inf stays +Inf, a subnormal stays below 2^-48), then the range check.
+      scale = RneToMantissaBits<2>(s0);
+      if (!(scale >= kHif4ScaleMin && scale <= kHif4ScaleMax)) return false;
     }
-  };
-
-  // step 5: b_j = [m8[j] * r >= 4].
-  const auto four = hn::Set(d, 4.0f);
-  uint32_t at_least_4 = 0;
-  for (int k = 0; k < kHif4L3Groups; k += n) at_least_4 |= MaskBits(d, at_least(k, four)) << k;
-  const uint32_t b_even = (at_least_4 | at_least_4 >> 1) & 0x5555u;  // b_j at bit 2j
-  const uint32_t b_of_l3 = b_even | b_even << 1;                    // b of each L3 group's L2 group
-  word |= EvenBits(b_even) << 8;
-
-  // step 6: c_k = [m4[k] * r / 2^b >= 2] (the division by 2^b is exact
-  // wherever the comparison can hold), then the per-group factors.
-  const auto scale_value = hn::Set(d, hn::GetLane(scale));
-  for (int k = 0; k < kHif4L3Groups; k += n) {
-    const auto b = MaskFromBits(d, b_of_l3 >> k);
-    const auto c = at_least(k, hn::IfThenElse(b, four, hn::Set(d, 2.0f)));
-    word |= MaskBits(d, c) << (16 + k);
-    Hif4StoreFactors<K, kValues>(s, k, b, c, r, scale_value, 0);
+    // E6m2Code: the fp32 exponent field re-biased, then the 2 mantissa bits.
+    const uint32_t code = (std::bit_cast<uint32_t>(scale) >> 21) - ((127u - 48u) << 2);
+    // step 4: r = bf16(1/S), the RCPE6M2 table.
+    const float r = E6m2ReciprocalBf16(code);
+    const float below = K == Hif4Elements::a6 ? 1.0f - 0x1p-9f : 1.0f;
+    s.r = hn::Set(d, r);
+    s.high = hn::Set(d, 4.0f * below);
+    s.low = hn::Set(d, 2.0f * below);
+    s.element = hn::Set(d, K == Hif4Elements::a6 ? r : 4.0f * r);
+    s.value = hn::Set(d, 0.25f * scale);  // exact: S >= 2^-48
+    s.byte = code;
+    return true;
   }
-  s.reciprocal = hn::GetLane(r);
-  s.word = word;
-  return true;
+}
+
+// docs/spec/hif4.md §6.1 steps 5-6 (§6.6 step 4) for the lanes of vector i: b of
+// each lane's L2 group, c of its L3 group. Step 5 reads m8 = Hif4L2Max: the products are
+// monotone in m, so [m8[j] r >= 4] is [max(m4[2j], m4[2j+1]) r >= 4]; step
+// 6's c_k = [m4[k] r / 2^b >= 2] is [m4[k] r >= 2^(b+1)] (the division by 2^b
+// is exact wherever the comparison can hold).
+template <Hif4Elements K>
+HWY_INLINE void Hif4GroupBits(const Hif4Maxima& mx, const Hif4ScaleState& s, int i, Hif4Mask& b, Hif4Mask& c) {
+  const Hif4ElementTag d;
+  if constexpr (K == Hif4Elements::exact) {
+    const auto m8 = hn::BitCast(d, Hif4L2Max(mx, i, [](Hif4IntVec m) { return m; }));
+    b = ExactProductAtLeast(d, m8, s.r, s.high);
+    c = ExactProductAtLeast(d, hn::BitCast(d, mx.m4[i]), s.r, hn::IfThenElse(b, s.high, s.low));
+  } else {
+    // What the thresholds are compared with, monotone in m: fp32(m r) (a6:
+    // its bf16 rounding is in the thresholds; V12: fp32(m + 2^-45)); that of
+    // m8 is the max of those of the L2 group's m4.
+    auto ratio = [&](Hif4IntVec bits) {
+      const auto m = hn::BitCast(d, bits);
+      if constexpr (K == Hif4Elements::pow2) {
+        return hn::Add(m, hn::Set(d, kHif4V12Tiny));
+      } else {
+        return hn::Mul(m, s.r);
+      }
+    };
+    b = hn::Ge(Hif4L2Max(mx, i, ratio), s.high);
+    c = hn::Ge(ratio(mx.m4[i]), hn::IfThenElse(b, s.high, s.low));
+  }
+}
+
+// -(b + c) in the exponent field: added to a normal factor's bits it is the
+// factor times 2^-(b+c) (every factor here stays normal).
+HWY_INLINE Hif4IntVec Hif4ExponentStep(Hif4Mask b, Hif4Mask c) {
+  const Hif4IntTag di;
+  return hn::ShiftLeft<23>(hn::Add(hn::VecFromMask(di, hn::RebindMask(di, b)), hn::VecFromMask(di, hn::RebindMask(di, c))));
+}
+
+// The word's L2 and L3 bits that vector i's lanes hold: c of L3 group k in
+// lane 4k at bit 16 + k, b of L2 group j in lane 8j + 1 at bit 8 + j, 0 in
+// every other lane. Each bit lies in one lane of the block, so the sum of
+// these over the block's lanes is the word's bits 8..31.
+HWY_INLINE Hif4IntVec Hif4WordBits(int i, Hif4Mask b, Hif4Mask c) {
+  const Hif4IntTag di;
+  struct Tables {
+    std::array<int32_t, kHif4Block> weight, b_lane;
+  };
+  alignas(64) static constexpr Tables kTables = [] {
+    Tables t{};
+    for (int e = 0; e < kHif4Block; ++e) {
+      const uint32_t bit = e % 4 == 0 ? 1u << (16 + e / 4) : e % 8 == 1 ? 1u << (8 + e / 8) : 0u;
+      t.weight[static_cast<size_t>(e)] = static_cast<int32_t>(bit);
+      t.b_lane[static_cast<size_t>(e)] = e % 8 == 1 ? -1 : 0;
+    }
+    return t;
+  }();
+  const int at = i * static_cast<int>(hn::Lanes(di));
+  const auto chosen = hn::IfThenElse(hn::MaskFromVec(hn::LoadU(di, kTables.b_lane.data() + at)),
+                                     hn::VecFromMask(di, hn::RebindMask(di, b)), hn::VecFromMask(di, hn::RebindMask(di, c)));
+  return hn::And(chosen, hn::LoadU(di, kTables.weight.data() + at));
 }
 
 // ---- Element step -----------------------------------------------------------------
 
-// a6 §6.5 step 7: y = bf16(x * scale). x and scale are bf16, so the fp32
-// product is exact but for fp32 underflow, as in the pto-isa golden.
-HWY_INLINE hn::Vec<Hif4ElementTag> Hif4A6Product(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i) {
-  const Hif4ElementTag d;
-  return Bf16Rne(d, hn::Mul(v, hn::Load(d, s.element_factor + i)));
+// a6 §6.5 step 7: y = bf16(x * scale), scale = bf16(Ea_rec * 2^-(b+c)). x and
+// scale are bf16, so the fp32 product is exact but for fp32 underflow, as in
+// the pto-isa golden.
+HWY_INLINE Hif4Vec Hif4A6Product(Hif4Vec v, Hif4Vec factor) {
+  return Bf16Rne(Hif4ElementTag(), hn::Mul(v, factor));
 }
 
 // docs/spec/hif4.md §6.1 step 7 (§6.2, §6.4 step 4, §6.5 steps 6-7, §6.6 step 5): the
-// magnitude code q of each lane, as a float 0..7.
-// r: the lanes' random bytes (Rounding::stochastic).
+// magnitude code q of each lane, as a float 0..7, from the lane's element
+// factor 4 r 2^-(b+c) (a6: r 2^-(b+c)). r: the lanes' random bytes (Rounding::stochastic).
+//
+// One product: fp32(|x| * 4 r 2^-(b+c)) = 4 fp32(fp32(|x| 2^-(b+c)) r) = 4t
+// wherever the two fp32 intermediates of the reference are normal (scaling
+// by a power of two is then exact), and an overflow is q = 7 either way. If
+// either is subnormal, |x| 2^-(b+c) < 2^-126 and r <= 2^48 (S >= 2^-48) give
+// t < 2^-76, and so does the one product: q = 0 under every rounding (4t +
+// 1/2 rounds to 1/2; stochastic: floor(4t 2^8) = 0 steps never round up).
+// V12 (r = 1, B in the factor) alike. amct's bf16 rounding of t commutes
+// with the scaling by 4 the same way.
 template <Hif4Elements K, Rounding R>
-HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4ElementTag> v, int i,
-                                         IntVec<Hif4ElementTag> r) {
+HWY_INLINE Hif4Vec Hif4Q(Hif4Vec v, Hif4Vec factor, Hif4IntVec r) {
   const Hif4ElementTag d;
-  const hn::RebindToSigned<Hif4ElementTag> di;
-  const auto factor = hn::Load(d, s.element_factor + i);
-  const auto four = hn::Set(d, 4.0f);
+  const Hif4IntTag di;
+  const auto seven = hn::Set(d, 7.0f);
+  // 4 s1p2_encode(t, R) decoded, from 4t: the S1P2 grid of t, quantum 1/4
+  // up to 1.75, scaled by 4 (exactly, as RoundToQuantum is).
+  auto quarter_grid = [&](Hif4Vec t4) { return RoundToQuantum<R>(d, hn::Min(t4, seven), hn::Set(d, 0x1p23f), r); };
   if constexpr (K == Hif4Elements::a6) {
-    return hn::Mul(S1p2Grid<R>(d, hn::Abs(Hif4A6Product(s, v, i)), r), four);
+    return quarter_grid(hn::Mul(hn::Abs(Hif4A6Product(v, factor)), hn::Set(d, 4.0f)));
   } else if constexpr (K == Hif4Elements::exact) {
     // t = |x| * 2^-(b+c) * r exactly (+Inf as FLT_MAX: q = 7 either way).
     const auto a = hn::BitCast(d, hn::Min(AbsBits(d, v), hn::Set(di, kFltMaxBits)));
 #if HWY_NATIVE_FMA
-    if constexpr (R != Rounding::stochastic)
-      return S1p2QuarterOfExactFma<R>(d, a, hn::Mul(factor, hn::Set(d, 4.0f * s.reciprocal)));
+    if constexpr (R != Rounding::stochastic) return S1p2QuarterOfExactFma<R>(d, a, factor);
 #endif
-    hn::Vec<Hif4ElementTag> hi, err;
-    ExactProduct(d, a, hn::Mul(factor, hn::Set(d, s.reciprocal)), hi, err);
-    return hn::Mul(S1p2GridOfExact<R>(d, hi, err, r), four);
+    Hif4Vec hi, err;
+    ExactProduct(d, a, hn::Mul(factor, hn::Set(d, 0.25f)), hi, err);
+    return hn::Mul(S1p2GridOfExact<R>(d, hi, err, r), hn::Set(d, 4.0f));
   } else {
-    // t = fp32(fp32(|x| * 2^-(b+c)) * r), in this order (amct: then bf16).
-    auto t = hn::Mul(hn::Mul(hn::Abs(v), factor), hn::Set(d, s.reciprocal));
-    if constexpr (K == Hif4Elements::bf16_ratio) t = Bf16Rne(d, t);
+    // t4 = 4t, t = fp32(fp32(|x| * 2^-(b+c)) * r) (amct: then bf16).
+    auto t4 = hn::Mul(hn::Abs(v), factor);
+    if constexpr (K == Hif4Elements::bf16_ratio) t4 = Bf16Rne(d, t4);
     if constexpr (R == Rounding::rha) {
       // The literal q = floor(fp32(4t + 1/2)), q >= 8 -> 7 (hif4.cpp round_element).
-      const auto u = hn::Add(hn::Mul(t, four), hn::Set(d, 0.5f));
-      return hn::ConvertTo(d, hn::ConvertTo(di, hn::Min(u, hn::Set(d, 7.0f))));  // u >= 0.5: truncation is floor
+      return hn::Floor(hn::Min(hn::Add(t4, hn::Set(d, 0.5f)), seven));
     } else {
-      return hn::Mul(S1p2Grid<R>(d, t, r), four);
+      return quarter_grid(t4);
     }
   }
 }
@@ -440,26 +481,76 @@ HWY_INLINE hn::Vec<Hif4ElementTag> Hif4Q(const Hif4Steps& s, hn::Vec<Hif4Element
 // Sign of the code: from the sign bit of x (-0 -> 0x8), or from x < 0 (-0 ->
 // 0x0); a6 from its product y < 0 (-0 and an underflowed product -> 0x0).
 template <Hif4Elements K>
-HWY_INLINE hn::Mask<Hif4ElementTag> Hif4Negative(const Hif4Rules& rules, const Hif4Steps& s,
-                                                 hn::Vec<Hif4ElementTag> v, int i) {
+HWY_INLINE Hif4Mask Hif4Negative(const Hif4Rules& rules, Hif4Vec v, Hif4Vec factor) {
   const Hif4ElementTag d;
-  const hn::RebindToSigned<Hif4ElementTag> di;
-  if constexpr (K == Hif4Elements::a6) return hn::Lt(Hif4A6Product(s, v, i), hn::Zero(d));
+  const Hif4IntTag di;
+  if constexpr (K == Hif4Elements::a6) return hn::Lt(Hif4A6Product(v, factor), hn::Zero(d));
   if (rules.sign_less_than_zero) return hn::Lt(v, hn::Zero(d));
   return hn::RebindMask(d, hn::Lt(hn::BitCast(di, v), hn::Zero(di)));
 }
 
-// passthrough (§6.3): the lanes that count as +0.
-HWY_INLINE hn::Mask<Hif4ElementTag> Hif4NonFinite(hn::Vec<Hif4ElementTag> v) {
+// Steps 5-7 of a block with a scale, vector by vector: f(i, step, q,
+// negative) with step Hif4ExponentStep's, q Hif4Q's and negative
+// Hif4Negative's for the lanes of vector i. Also the word's bits (word_bits:
+// Hif4WordBits summed; left for the compiler to drop where unread).
+template <Hif4Elements K, Rounding R, class F>
+HWY_INLINE void Hif4ForEachVector(const Hif4Rules& rules, const Hif4Maxima& mx, const Hif4ScaleState& s,
+                                  const float* HWY_RESTRICT x, const uint8_t* HWY_RESTRICT rbits,
+                                  Hif4IntVec& word_bits, F&& f) {
   const Hif4ElementTag d;
-  return hn::RebindMask(d, hn::Gt(AbsBits(d, v), hn::Set(hn::RebindToSigned<Hif4ElementTag>(), kInfBits - 1)));
+  const Hif4IntTag di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  word_bits = hn::Zero(di);
+  for (int i = 0; i < kHif4Vectors; ++i) {
+    Hif4Mask b, c;
+    Hif4GroupBits<K>(mx, s, i, b, c);
+    word_bits = hn::Add(word_bits, Hif4WordBits(i, b, c));
+    const auto step = Hif4ExponentStep(b, c);
+    const auto factor = hn::BitCast(d, hn::Add(hn::BitCast(di, s.element), step));
+    const auto v = hn::LoadU(d, x + i * n);
+    f(i, step, Hif4Q<K, R>(v, factor, RandomBytes<R>(d, rbits, i * n)), Hif4Negative<K>(rules, v, factor));
+  }
 }
 
 HWY_INLINE void Hif4StoreNan(float* HWY_RESTRICT y) {
   const Hif4ElementTag d;
-  const hn::RebindToSigned<Hif4ElementTag> di;
+  const Hif4IntTag di;
   for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d)))
     hn::StoreU(hn::BitCast(d, hn::Set(di, kQuietNanBits)), d, y + i);
+}
+
+// hif4.cpp hif4_fake_quant_block for a block with its maxima in mx: (q/4)
+// 2^(b+c) S, exact, signed; a block with no scale is NaN.
+template <Hif4Elements K, Rounding R>
+HWY_INLINE void Hif4FakeQuantNumericBlock(const Hif4Rules& rules, const Hif4Maxima& mx, const float* HWY_RESTRICT x,
+                                          float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT rbits) {
+  const Hif4ElementTag d;
+  const Hif4IntTag di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  Hif4ScaleState s;
+  if (HWY_UNLIKELY(!Hif4Scale<K>(rules, mx, s))) return Hif4StoreNan(y);
+  Hif4IntVec word_bits;
+  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4IntVec step, Hif4Vec q, Hif4Mask negative) {
+    const auto magnitude = hn::Mul(q, hn::BitCast(d, hn::Sub(hn::BitCast(di, s.value), step)));
+    hn::StoreU(hn::IfThenElse(negative, hn::Neg(magnitude), magnitude), d, y + i * n);
+  });
+}
+
+// A block with lanes that count as +0 (Hif4GroupMaxima): NaN, but under
+// passthrough the block of those lanes as +0, with the non-finite inputs
+// copied through. Out of line: the common path pays for a second inlined
+// copy of the steps in registers.
+template <Hif4Elements K, Rounding R>
+HWY_NOINLINE void Hif4FakeQuantCleanedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                                            const uint8_t* HWY_RESTRICT rbits) {
+  if (rules.non_finite != NonFinitePolicy::passthrough) return Hif4StoreNan(y);
+  alignas(64) float cleaned[kHif4Block];
+  alignas(64) float out[kHif4Block];
+  Hif4CleanLanes(rules.non_finite, x, cleaned);
+  Hif4Maxima mx;
+  Hif4GroupMaxima<K>(rules.non_finite, cleaned, mx);  // no lane left to clean
+  Hif4FakeQuantNumericBlock<K, R>(rules, mx, cleaned, out, rbits);
+  for (int i = 0; i < kHif4Block; ++i) y[i] = std::isfinite(x[i]) ? out[i] : x[i];
 }
 
 // hif4.cpp hif4_fake_quant_block: (q/4) 2^(b+c) S, exact, signed; a NaN
@@ -468,82 +559,57 @@ HWY_INLINE void Hif4StoreNan(float* HWY_RESTRICT y) {
 template <Hif4Elements K, Rounding R>
 HWY_INLINE void Hif4FakeQuantBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                                    const uint8_t* HWY_RESTRICT rbits) {
-  const Hif4ElementTag d;
-  const int n = static_cast<int>(hn::Lanes(d));
-  Hif4Steps s;
-  const bool passthrough = rules.non_finite == NonFinitePolicy::passthrough;
-  if (HWY_UNLIKELY(Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)) || HWY_UNLIKELY(!Hif4Scale<K>(rules, s))) {
-    Hif4StoreNan(y);
-  } else {
-    for (int i = 0; i < kHif4Block; i += n) {
-      auto v = hn::LoadU(d, x + i);
-      if (passthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
-      const auto magnitude = hn::Mul(Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)), hn::Load(d, s.value_factor + i));
-      hn::StoreU(hn::IfThenElse(Hif4Negative<K>(rules, s, v, i), hn::Neg(magnitude), magnitude), d, y + i);
-    }
-  }
-  if (passthrough) {
-    for (int i = 0; i < kHif4Block; i += n) {
-      const auto v = hn::LoadU(d, x + i);
-      hn::StoreU(hn::IfThenElse(Hif4NonFinite(v), v, hn::LoadU(d, y + i)), d, y + i);
-    }
-  }
+  Hif4Maxima mx;
+  if (HWY_LIKELY(Hif4GroupMaxima<K>(rules.non_finite, x, mx))) return Hif4FakeQuantNumericBlock<K, R>(rules, mx, x, y, rbits);
+  Hif4FakeQuantCleanedBlock<K, R>(rules, x, y, rbits);
 }
 
 // Writes the block's 64 codes, nibble-packed in `order` (32 bytes at
-// packed), from the group maxima in s.m4; returns the canonical scale word.
-// kPassthrough: rules.non_finite is passthrough, decided once per run (a test
-// per vector, and the input it rewrites, cost hif4.a6 registers and 1.7 AVX2
-// instructions per value, 12.05 -> 13.75).
-template <Hif4Elements K, Rounding R, bool kPassthrough>
-HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, Hif4Steps& s, const float* HWY_RESTRICT x,
+// packed), from its maxima in mx; returns the canonical scale word.
+template <Hif4Elements K, Rounding R>
+HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, const Hif4Maxima& mx, const float* HWY_RESTRICT x,
                                              NibbleOrder order, uint8_t* HWY_RESTRICT packed,
                                              const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
-  const hn::RebindToSigned<Hif4ElementTag> di;
-  if (HWY_UNLIKELY(!(Hif4Scale<K, false>(rules, s)))) {  // hif4.cpp v14_steps: bits and codes 0
+  const Hif4IntTag di;
+  Hif4ScaleState s;
+  if (HWY_UNLIKELY(!Hif4Scale<K>(rules, mx, s))) {  // hif4.cpp v14_steps: bits and codes 0
     std::fill(packed, packed + kHif4Block / 2, uint8_t{0});
     return kHif4NanScale;
   }
-  hn::Vec<decltype(di)> codes[kHif4Block / hn::MaxLanes(d)];
-  for (int i = 0; i < kHif4Block; i += static_cast<int>(hn::Lanes(d))) {
-    auto v = hn::LoadU(d, x + i);
-    if constexpr (kPassthrough) v = hn::IfThenZeroElse(Hif4NonFinite(v), v);
-    const auto q = SmallIntOf(d, Hif4Q<K, R>(s, v, i, RandomBytes<R>(d, rbits, i)));  // 0..7
-    const auto negative = hn::RebindMask(di, Hif4Negative<K>(rules, s, v, i));
-    codes[i / hn::Lanes(d)] = hn::IfThenElse(negative, hn::Or(q, hn::Set(di, 8)), q);
-  }
+  Hif4IntVec codes[kHif4Vectors];
+  Hif4IntVec word_bits;
+  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4IntVec, Hif4Vec q, Hif4Mask negative) {
+    // code = q | 8 negative: the bits of q + 2^23 (+ 8) less those of 2^23 (SmallIntOf).
+    const auto magic = hn::IfThenElse(negative, hn::Set(d, 0x1p23f + 8.0f), hn::Set(d, 0x1p23f));
+    codes[i] = hn::Sub(hn::BitCast(di, hn::Add(q, magic)), hn::Set(di, 0x4B000000));
+  });
   PackCodeVectors<kHif4Block>(di, order, codes, packed);
-  return s.word;
+  return s.byte | static_cast<uint32_t>(hn::GetLane(hn::SumOfLanes(di, word_bits)));
 }
 
-// hif4.cpp run_steps for a block with poisoning lanes (NaN, or Inf under
-// poison): bits and codes of the block with those lanes as +0, scale 0xFF.
-// Out of line: a second inlined copy of the element loop is code the common
-// path pays for in registers.
-template <Hif4Elements K, Rounding R, bool kPassthrough>
-HWY_NOINLINE uint32_t Hif4QuantizePoisonedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x,
-                                                NibbleOrder order, uint8_t* HWY_RESTRICT packed,
-                                                const uint8_t* HWY_RESTRICT rbits) {
-  Hif4Steps s;
+// hif4.cpp run_steps for a block with lanes that count as +0
+// (Hif4GroupMaxima): bits and codes of the block with those lanes as +0,
+// scale 0xFF but under passthrough. Out of line as Hif4FakeQuantCleanedBlock.
+template <Hif4Elements K, Rounding R>
+HWY_NOINLINE uint32_t Hif4QuantizeCleanedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
+                                               uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
   alignas(64) float cleaned[kHif4Block];
-  for (int i = 0; i < kHif4Block; ++i) {
-    const bool poison = std::isnan(x[i]) || (rules.non_finite == NonFinitePolicy::poison && std::isinf(x[i]));
-    cleaned[i] = poison ? 0.0f : x[i];
-  }
-  Hif4GroupMaxima<K>(rules.non_finite, cleaned, s.m4);
-  const uint32_t word = Hif4QuantizeNumericBlock<K, R, kPassthrough>(rules, s, cleaned, order, packed, rbits);
-  return (word & ~0xFFu) | kHif4NanScale;
+  Hif4CleanLanes(rules.non_finite, x, cleaned);
+  Hif4Maxima mx;
+  Hif4GroupMaxima<K>(rules.non_finite, cleaned, mx);  // no lane left to clean
+  const uint32_t word = Hif4QuantizeNumericBlock<K, R>(rules, mx, cleaned, order, packed, rbits);
+  return rules.non_finite == NonFinitePolicy::passthrough ? word : (word & ~0xFFu) | kHif4NanScale;
 }
 
 // `packed`: the block's 32 bytes in the packed row (nibble order `order`).
-template <Hif4Elements K, Rounding R, bool kPassthrough>
+template <Hif4Elements K, Rounding R>
 HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
                                       uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
-  Hif4Steps s;
-  if (HWY_LIKELY(!Hif4GroupMaxima<K>(rules.non_finite, x, s.m4)))
-    return Hif4QuantizeNumericBlock<K, R, kPassthrough>(rules, s, x, order, packed, rbits);
-  return Hif4QuantizePoisonedBlock<K, R, kPassthrough>(rules, x, order, packed, rbits);
+  Hif4Maxima mx;
+  if (HWY_LIKELY(Hif4GroupMaxima<K>(rules.non_finite, x, mx)))
+    return Hif4QuantizeNumericBlock<K, R>(rules, mx, x, order, packed, rbits);
+  return Hif4QuantizeCleanedBlock<K, R>(rules, x, order, packed, rbits);
 }
 
 // hif4_decode_block: (-1)^s (q/4) 2^(b+c) S, exact, S the E6M2 value (V12:

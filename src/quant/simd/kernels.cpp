@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -63,18 +64,20 @@ Hif4Rules Hif4RulesOf(const Recipe& r) {
   rules.range = r.hif4.scale_range;
   rules.non_finite = r.hif4.non_finite;
   rules.sign_less_than_zero = r.hif4.zero_sign == ZeroSign::less_than_zero;
-  rules.pow2_scale = r.hif4.arithmetic == Hif4Arithmetic::pow2_v12;
   return rules;
 }
 
-// Calls f(std::integral_constant<Hif4Elements, K>) for a HiF4 family.
+// Calls f(std::integral_constant<Hif4Elements, K>) for a HiF4 recipe.
 template <class F>
-HWY_INLINE void WithHif4Elements(KernelFamily family, F&& f) {
-  switch (family) {
+HWY_INLINE void WithHif4Elements(const KernelArgs& k, F&& f) {
+  switch (k.family) {
     case KernelFamily::hif4_amct: return f(std::integral_constant<Hif4Elements, Hif4Elements::bf16_ratio>());
     case KernelFamily::hif4_f64: return f(std::integral_constant<Hif4Elements, Hif4Elements::exact>());
     case KernelFamily::hif4_a6: return f(std::integral_constant<Hif4Elements, Hif4Elements::a6>());
-    default: return f(std::integral_constant<Hif4Elements, Hif4Elements::fp32>());
+    default:
+      if (k.recipe->hif4.arithmetic == Hif4Arithmetic::pow2_v12)
+        return f(std::integral_constant<Hif4Elements, Hif4Elements::pow2>());
+      return f(std::integral_constant<Hif4Elements, Hif4Elements::fp32>());
   }
 }
 
@@ -326,9 +329,8 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
 
 // One HiF4 family's quantize loop, a function of its own: inlined into
 // QuantizeValues' switch, how well it compiled depended on the other cases'
-// code. The passthrough policy is a template parameter (hif4-inl.h
-// Hif4QuantizeNumericBlock).
-template <Hif4Elements K, Rounding R, bool kPassthrough>
+// code.
+template <Hif4Elements K, Rounding R>
 HWY_NOINLINE void Hif4QuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
                                   uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales) {
   const Hif4Rules rules = Hif4RulesOf(*k.recipe);
@@ -336,7 +338,7 @@ HWY_NOINLINE void Hif4QuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT
   const NibbleOrder nibbles = k.nibble_order;
   QuantizeRun<kHif4Block, kHif4Block, true>(
       nibbles, 4, x, n, codes, scales, [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) {
-        const uint32_t word = Hif4QuantizeBlock<K, R, kPassthrough>(rules, in, nibbles, packed, RbitsAt(k, at));
+        const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, nibbles, packed, RbitsAt(k, at));
         scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
       });
 }
@@ -353,7 +355,7 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
       case KernelFamily::hif4_f64:
       case KernelFamily::hif4_a6: {
         const Hif4Rules rules = Hif4RulesOf(*k.recipe);
-        WithHif4Elements(k.family, [&](auto elements) {
+        WithHif4Elements(k, [&](auto elements) {
           constexpr Hif4Elements K = decltype(elements)::value;
           FakeQuantRun<kHif4Block>(x, y, n, [&](const float* in, float* out, int64_t at) {
             Hif4FakeQuantBlock<K, R>(rules, in, out, RbitsAt(k, at));
@@ -388,12 +390,8 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
       case KernelFamily::hif4_amct:
       case KernelFamily::hif4_f64:
       case KernelFamily::hif4_a6:
-        WithHif4Elements(k.family, [&](auto elements) {
-          constexpr Hif4Elements K = decltype(elements)::value;
-          if (k.recipe->hif4.non_finite == NonFinitePolicy::passthrough)
-            Hif4QuantizeRun<K, R, true>(k, x, n, codes, scales);
-          else
-            Hif4QuantizeRun<K, R, false>(k, x, n, codes, scales);
+        WithHif4Elements(k, [&](auto elements) {
+          Hif4QuantizeRun<decltype(elements)::value, R>(k, x, n, codes, scales);
         });
         break;
       case KernelFamily::mxfp4_ggml:
@@ -469,38 +467,29 @@ float AbsMaxDroppingNan(const float* HWY_RESTRICT x, int64_t n) {
   return std::bit_cast<float>(best);
 }
 
-// One pass keeps the largest and smallest |x| bits (NaN lies above kInfBits),
-// two accumulators each; the NaN-dropping maximum needs a second pass only
-// when a NaN was seen (AVX2, callgrind: 0.88 instructions per value, was 1.63).
+// One pass keeps the largest |x| bits (NaN lies above kInfBits) in four
+// accumulators; only when a NaN was seen does a second pass find the
+// NaN-dropping maximum and whether every value is NaN (AVX2, callgrind:
+// 0.88 instructions per value with a running minimum for the latter, was 1.63).
 AbsMaxStats AbsMaxStatsOf(const float* HWY_RESTRICT x, int64_t n) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  auto max0 = hn::Zero(di), max1 = hn::Zero(di);
-  auto min0 = hn::Set(di, kAbsMask), min1 = hn::Set(di, kAbsMask);
+  auto max0 = hn::Zero(di), max1 = hn::Zero(di), max2 = hn::Zero(di), max3 = hn::Zero(di);
   int64_t i = 0;
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    const auto b0 = AbsBits(d, hn::LoadU(d, x + i));
-    const auto b1 = AbsBits(d, hn::LoadU(d, x + i + lanes));
-    max0 = hn::Max(max0, b0);
-    max1 = hn::Max(max1, b1);
-    min0 = hn::Min(min0, b0);
-    min1 = hn::Min(min1, b1);
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    max0 = hn::Max(max0, AbsBits(d, hn::LoadU(d, x + i)));
+    max1 = hn::Max(max1, AbsBits(d, hn::LoadU(d, x + i + lanes)));
+    max2 = hn::Max(max2, AbsBits(d, hn::LoadU(d, x + i + 2 * lanes)));
+    max3 = hn::Max(max3, AbsBits(d, hn::LoadU(d, x + i + 3 * lanes)));
   }
-  for (; i + lanes <= n; i += lanes) {
-    const auto b = AbsBits(d, hn::LoadU(d, x + i));
-    max0 = hn::Max(max0, b);
-    min0 = hn::Min(min0, b);
-  }
-  int32_t most = hn::GetLane(hn::MaxOfLanes(di, hn::Max(max0, max1)));
-  int32_t least = hn::GetLane(hn::MinOfLanes(di, hn::Min(min0, min1)));
-  for (; i < n; ++i) {
-    const int32_t bits = static_cast<int32_t>(std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu);
-    most = std::max(most, bits);
-    least = std::min(least, bits);
-  }
-  const bool any_nan = most > kInfBits;
-  return {any_nan ? AbsMaxDroppingNan(x, n) : std::bit_cast<float>(most), any_nan, least > kInfBits};
+  for (; i + lanes <= n; i += lanes) max0 = hn::Max(max0, AbsBits(d, hn::LoadU(d, x + i)));
+  int32_t most = hn::GetLane(hn::MaxOfLanes(di, hn::Max(hn::Max(max0, max1), hn::Max(max2, max3))));
+  for (; i < n; ++i) most = std::max(most, static_cast<int32_t>(std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu));
+  if (HWY_LIKELY(most <= kInfBits)) return {std::bit_cast<float>(most), false, n == 0};
+  bool all_nan = true;
+  for (int64_t j = 0; j < n && all_nan; ++j) all_nan = std::isnan(x[j]);
+  return {AbsMaxDroppingNan(x, n), true, all_nan};
 }
 
 void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n,
