@@ -50,9 +50,10 @@ HWY_INLINE void WithRounding(Rounding r, F&& f) {
 // group: the call, and the constants it rebuilt per call, cost nvfp4.te
 // fake-quant 1 AVX2 instruction per value once NvGroup packed its codes
 // itself. (MXFP4 quantize's block is better as a call: inlined, mxfp4.ocp
-// took 7.8 instructions per value against 5.8.)
+// took 7.8 instructions per value against 5.8; FP4EMU_NOINLINE_LAMBDA.)
 #ifndef FP4EMU_INLINE_LAMBDA
 #define FP4EMU_INLINE_LAMBDA __attribute__((always_inline))
+#define FP4EMU_NOINLINE_LAMBDA __attribute__((noinline))
 #endif
 
 // The random bytes of the values from position `at` of the run (null unless stochastic).
@@ -126,13 +127,12 @@ HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY
     const int64_t first = g * kBlocks;
     const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
     if constexpr (kGroupPacks) {
+      // One call site: GCC inlines group() there (hif4.v14 quantize 6.45 ->
+      // 5.85 AVX2 instructions per value, nvfp4.te 7.75 -> 6.72), where two
+      // left it a call per group.
       uint8_t* out = codes + first * (kBlock / 2);
-      if (used == kBlocks) {
-        group(in, out, group_scales, g * kGroup);
-      } else {
-        group(in, group_codes, group_scales, g * kGroup);
-        std::copy_n(group_codes, used * (kBlock / 2), out);
-      }
+      group(in, used == kBlocks ? out : group_codes, group_scales, g * kGroup);
+      if (used != kBlocks) std::copy_n(group_codes, used * (kBlock / 2), out);
     } else {
       group(in, group_codes, group_scales, g * kGroup);
       if (used == kBlocks && order != NibbleOrder::split_half) {
@@ -329,7 +329,8 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
 
 // One HiF4 family's quantize loop, a function of its own: inlined into
 // QuantizeValues' switch, how well it compiled depended on the other cases'
-// code.
+// code. QuantizeRun inlines its block (called, it cost hif4.v14 quantize
+// 0.6 AVX2 instructions per value: its frame and the rules' reloads).
 template <Hif4Elements K, Rounding R>
 HWY_NOINLINE void Hif4QuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
                                   uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales) {
@@ -405,7 +406,8 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         const MxParams& p = k.recipe->mx;
         const NibbleOrder nibbles = k.nibble_order;
         QuantizeRun<kMxBlock, kMxBlock, true>(nibbles, 1, x, n, codes, scales,
-                                              [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) {
+                                              [&](const float* in, uint8_t* packed, uint32_t* scale,
+                                                  int64_t at) FP4EMU_NOINLINE_LAMBDA {
                                                 scale[0] = MxQuantizeBlock<R>(p, in, nibbles, packed, RbitsAt(k, at));
                                               });
         break;
