@@ -11,8 +11,9 @@
 // or 4 lanes, in whole vectors), so the group maxima are lane shuffles within
 // a vector (Hif4L3Max, Hif4L2Max) and steps 5-7 run on each vector with its lanes'
 // group maxima, redundantly per lane but with no de-interleaving and no
-// per-group factors spread through memory (quantize/hif4.v14: 8.2 -> 6.5
-// AVX2 instructions per value, docs/performance.md).
+// per-group factors spread through memory (quantize/hif4.v14: 8.2 -> 5.9
+// AVX2 instructions per value with kernels.cpp's inlined block,
+// docs/performance.md).
 #if defined(FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
