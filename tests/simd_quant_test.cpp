@@ -513,6 +513,46 @@ TEST_P(SimdVsReference, RaggedTailsOfEveryLength) {
   }
 }
 
+// The NVFP4 tensor amax G under every NaN rule (propagate, drop, maxnum) is
+// reduced in chunks with a NaN-free fast pass: a NaN first, in the middle,
+// last (in the vector loops or the scalar tail), NaN with Inf, a tensor of
+// NaN only, and (NVFP4) two amax chunks of which one is all NaN.
+TEST_P(SimdVsReference, TensorAmaxWithNanAnywhereOrEverywhere) {
+  const Config c = GetParam();
+  const bool bf16 = c.recipe->bf16_input_only;
+  const int block = block_size(c.recipe->format);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937_64 rng(19);
+  auto random_data = [&](int64_t n) {
+    std::vector<float> data(n);
+    for (float& v : data) v = random_wide(rng);
+    return data;
+  };
+  for (int64_t len : {int64_t{3}, int64_t{block}, int64_t{5 * block + 3}}) {
+    const int64_t n = 3 * len;
+    for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<float> data = random_data(n);
+      data[at] = nan;
+      expect_fast_equals_reference(make_tensor({3, len}, data, bf16), options_for(c),
+                                   "one NaN at " + std::to_string(at) + " of " + std::to_string(n), true, c.bits);
+      data[(at + 1) % n] = -std::numeric_limits<float>::infinity();
+      expect_fast_equals_reference(make_tensor({3, len}, data, bf16), options_for(c),
+                                   "NaN and -Inf at " + std::to_string(at) + " of " + std::to_string(n), true,
+                                   c.bits);
+    }
+    expect_fast_equals_reference(make_tensor({3, len}, std::vector<float>(n, -nan), bf16), options_for(c),
+                                 "all NaN, " + std::to_string(n), true, c.bits);
+  }
+  if (c.recipe->format != Format::nvfp4) return;
+  constexpr int64_t kChunk = 1 << 16;  // driver.cpp kAmaxChunk
+  for (int nan_row = 0; nan_row < 2; ++nan_row) {
+    std::vector<float> data = random_data(2 * kChunk);
+    std::fill(data.begin() + nan_row * kChunk, data.begin() + (nan_row + 1) * kChunk, nan);
+    expect_fast_equals_reference(make_tensor({2, kChunk}, std::move(data), bf16), options_for(c),
+                                 "amax chunk " + std::to_string(nan_row) + " all NaN", true, c.bits);
+  }
+}
+
 TEST_P(SimdVsReference, RandomTensorsOverFortyBinadesOnEveryAxis) {
   const Config c = GetParam();
   const bool bf16 = c.recipe->bf16_input_only;

@@ -77,6 +77,7 @@ struct Lanes {
   bool nan_block = false;             // force the scale byte to 0xFF at the end
 };
 
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4GroupMaxima (the block test) and Hif4CleanLanes.
 Lanes prepare_lanes(NonFinitePolicy policy, const float* x) {
   Lanes lanes;
   for (int i = 0; i < kHif4Block; ++i) {
@@ -121,6 +122,7 @@ struct Maxima {
   float M = 0.0f;                     // max over the block
 };
 
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4L3Max and Hif4L2Max.
 Maxima block_maxima(const std::array<float, kHif4Block>& v) {
   Maxima mx;
   for (int k = 0; k < kL3Groups; ++k) {
@@ -136,6 +138,7 @@ Maxima block_maxima(const std::array<float, kHif4Block>& v) {
 }
 
 // Sign bit of a code (docs/spec/hif4.md §6.1 step 8, §10.6).
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4Negative.
 bool code_is_negative(ZeroSign rule, float v) {
   return rule == ZeroSign::sign_bit ? std::signbit(v) : v < 0.0f;
 }
@@ -150,6 +153,7 @@ bool code_is_negative(ZeroSign rule, float v) {
 // HiF4 library has one) is the integer rule of E2M1's cvt.rs on that grid,
 // with the element's random byte r.
 template <typename Real>
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4Q (v14_f64: S1p2GridOfExact, S1p2QuarterOfExactFma).
 uint8_t round_element(Real t, Rounding rounding, uint8_t r) {
   if (rounding == Rounding::stochastic) return static_cast<uint8_t>(s1p2_encode_sr(static_cast<double>(t), r) & 0x7);
   if (rounding == Rounding::rha) {
@@ -163,6 +167,7 @@ uint8_t round_element(Real t, Rounding rounding, uint8_t r) {
 // V14-noclip / V14-special scale: E6M2 RNE of s0 with no exponent limit,
 // accepted only when it lies in [2^-48, 49152] (the packed form has no code
 // for anything else). Returns the E6M2 code, or nothing for a NaN block.
+// SIMD twin: the unclamped ranges of src/quant/simd/hif4-inl.h Hif4Scale.
 std::optional<uint8_t> e6m2_encode_unclamped(float s0) {
   if (!std::isfinite(s0) || s0 <= 0.0f) return std::nullopt;
   const uint32_t wide = encode(kE6M2AnyExponent, s0, Rounding::rne, Overflow::saturate);
@@ -177,6 +182,7 @@ std::optional<uint8_t> e6m2_encode_unclamped(float s0) {
 // Real = double: exact products (V14-numpy, `hif4.v14_f64`).
 // ---------------------------------------------------------------------------
 template <typename Real>
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4Scale (steps 1-4), Hif4GroupBits (5-6), Hif4Q (7).
 void v14_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, const Lanes& lanes,
                BlockSteps& out) {
   // docs/spec/hif4.md §6.1 step 1
@@ -256,6 +262,7 @@ void v14_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, con
 // A bf16 vector multiply: the exact product (exact in double) rounded once to bf16.
 float bf16_mul(float a, float b) { return bf16_rne(static_cast<double>(a) * static_cast<double>(b)); }
 
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4Scale, Hif4GroupBits and Hif4A6Product with Hif4Elements::a6.
 void a6_steps(const Hif4Params& p, Rounding rounding, const Lanes& lanes, BlockSteps& out) {
   // docs/spec/hif4.md §6.5 step 1: Mc, Mb, Ma (exact in bf16 for bf16 inputs; the
   // recipe is bf16_input_only and the tensor driver checks that).
@@ -315,6 +322,7 @@ int floor_log2(float a) {
   return std::ilogb(a);
 }
 
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4Scale, Hif4GroupBits and Hif4Q with Hif4Elements::pow2.
 void v12_steps(const Hif4Params& p, Rounding rounding, const uint8_t* rbits, const Lanes& lanes,
                BlockSteps& out) {
   const Maxima mx = block_maxima(lanes.v);
@@ -395,6 +403,7 @@ uint8_t reverse_bits(uint8_t b) {
 
 }  // namespace
 
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4QuantizeBlock.
 uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const float* x, uint8_t* codes,
                              const uint8_t* rbits) {
   const BlockSteps s = run_steps(recipe, rounding, x, rbits);
@@ -404,6 +413,7 @@ uint32_t hif4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
 
 // docs/spec/hif4.md §4: x = (-1)^sign (q/4) 2^(b+c) S, exact in double (at most 6
 // significant bits, within [2^-50, 458752]), so the cast to float is exact.
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4DecodeBlock.
 void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes, float* out) {
   const uint8_t scale_code = static_cast<uint8_t>(word & 0xFF);
   if (scale_code == kNanScale) {
@@ -421,6 +431,7 @@ void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes
 
 // The references fake-quantize without materialising codes (docs/spec/hif4.md §6.1
 // step 8): the value is formed from q, b, c and s directly.
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4FakeQuantBlock.
 void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
                            const uint8_t* rbits) {
   const BlockSteps s = run_steps(recipe, rounding, x, rbits);

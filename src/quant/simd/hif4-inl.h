@@ -82,8 +82,8 @@ struct Hif4Maxima {
   Hif4Vec block;                // M, in every lane
 };
 
-// Each lane of a block's vectors (lanes in element order) from |x| to the
-// max over its L3 group: within a 128-bit block by two lane shuffles, over
+// hif4.cpp block_maxima, m4: each lane of a block's vectors (lanes in
+// element order) from |x| to the max over its L3 group: within a 128-bit block by two lane shuffles, over
 // single-lane vectors by combining four.
 HWY_INLINE void Hif4L3Max(Hif4IntVec* HWY_RESTRICT v) {
 #if HWY_TARGET == HWY_SCALAR
@@ -100,7 +100,8 @@ HWY_INLINE void Hif4L3Max(Hif4IntVec* HWY_RESTRICT v) {
 #endif
 }
 
-// The max of f(m4) over the L2 group of each lane of vector i, f monotone:
+// hif4.cpp block_maxima, m8: the max of f(m4) over the L2 group of each lane
+// of vector i, f monotone:
 // two adjacent 128-bit blocks, or with 4 lanes or 1 the vectors of the pair
 // of L3 groups.
 template <class F>
@@ -146,7 +147,8 @@ HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRIC
   return true;
 }
 
-// The lanes of x that count as +0 (NaN; Inf unless the policy is torch) as +0.
+// hif4.cpp prepare_lanes: the lanes of x that count as +0 (NaN; Inf unless
+// the policy is torch) as +0.
 HWY_INLINE void Hif4CleanLanes(NonFinitePolicy policy, const float* HWY_RESTRICT x, float* HWY_RESTRICT cleaned) {
   for (int i = 0; i < kHif4Block; ++i)
     cleaned[i] = std::isnan(x[i]) || (policy != NonFinitePolicy::torch && std::isinf(x[i])) ? 0.0f : x[i];
@@ -311,8 +313,8 @@ HWY_INLINE float E6m2ReciprocalBf16(uint32_t code) {
 // 2^e for e in [-126, 127].
 HWY_INLINE float Hif4Pow2(int32_t e) { return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23); }
 
-// docs/spec/hif4.md §6.1 steps 2-4 (§6.2, §6.3, §6.4; §6.5 steps 2-4; §6.6
-// steps 1-3) from the block maximum. Returns false when the recipe has no
+// hif4.cpp v14_steps, a6_steps, v12_steps: docs/spec/hif4.md §6.1 steps 2-4
+// (§6.2, §6.3, §6.4; §6.5 steps 2-4; §6.6 steps 1-3) from the block maximum. Returns false when the recipe has no
 // scale for the block (unclamped ranges, hif4.cpp e6m2_encode_unclamped): a
 // NaN block whose bits and codes are all 0.
 template <Hif4Elements K>
@@ -366,9 +368,10 @@ HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, const Hif4Maxima& mx, Hif4Scal
   }
 }
 
-// docs/spec/hif4.md §6.1 steps 5-6 (§6.6 step 4) for the lanes of vector i: b of
-// each lane's L2 group, c of its L3 group. Step 5 reads m8 = Hif4L2Max: the products are
-// monotone in m, so [m8[j] r >= 4] is [max(m4[2j], m4[2j+1]) r >= 4]; step
+// hif4.cpp v14_steps (a6_steps, v12_steps): docs/spec/hif4.md §6.1 steps 5-6
+// (§6.6 step 4) for the lanes of vector i: b of each lane's L2 group, c of
+// its L3 group. Step 5 reads m8 = Hif4L2Max: the products are monotone in m,
+// so [m8[j] r >= 4] is [max(m4[2j], m4[2j+1]) r >= 4]; step
 // 6's c_k = [m4[k] r / 2^b >= 2] is [m4[k] r >= 2^(b+1)] (the division by 2^b
 // is exact wherever the comparison can hold).
 template <Hif4Elements K>
@@ -479,8 +482,9 @@ HWY_INLINE Hif4Vec Hif4Q(Hif4Vec v, Hif4Vec factor, Hif4IntVec r) {
   }
 }
 
-// Sign of the code: from the sign bit of x (-0 -> 0x8), or from x < 0 (-0 ->
-// 0x0); a6 from its product y < 0 (-0 and an underflowed product -> 0x0).
+// hif4.cpp code_is_negative. Sign of the code: from the sign bit of x (-0 ->
+// 0x8), or from x < 0 (-0 -> 0x0); a6 from its product y < 0 (-0 and an
+// underflowed product -> 0x0).
 template <Hif4Elements K>
 HWY_INLINE Hif4Mask Hif4Negative(const Hif4Rules& rules, Hif4Vec v, Hif4Vec factor) {
   const Hif4ElementTag d;
@@ -603,7 +607,8 @@ HWY_NOINLINE uint32_t Hif4QuantizeCleanedBlock(const Hif4Rules& rules, const flo
   return rules.non_finite == NonFinitePolicy::passthrough ? word : (word & ~0xFFu) | kHif4NanScale;
 }
 
-// `packed`: the block's 32 bytes in the packed row (nibble order `order`).
+// hif4.cpp hif4_quantize_block. `packed`: the block's 32 bytes in the packed
+// row (nibble order `order`).
 template <Hif4Elements K, Rounding R>
 HWY_INLINE uint32_t Hif4QuantizeBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
                                       uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {

@@ -101,51 +101,60 @@ HWY_INLINE void FakeQuantRun(const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
 
 // Runs of kGroup values (kGroup / kBlock blocks; one block, or several small
 // ones handled together). group(x, codes, scales) writes the group's codes
-// and one scale per block, as a little-endian integer of scale_bytes bytes.
-// Nibbles are packed per group where the order is position-local (low_first,
-// high_first), per block for split_half; only the blocks that hold values
-// are written.
+// and one scale per block, stored as a little-endian integer of kScaleBytes
+// bytes. Nibbles are packed per group where the order is position-local
+// (low_first, high_first), per block for split_half; only the blocks that
+// hold values are written.
 // kGroupPacks: group() writes its blocks' packed bytes itself, in `order`,
-// straight into the row (codes + the group's offset), or for a group that
-// runs past the row's last block into a buffer whose used blocks are copied.
-template <int kBlock, int kGroup, bool kGroupPacks = false, class GroupFn>
-HWY_INLINE void QuantizeRun(NibbleOrder order, int scale_bytes, const float* HWY_RESTRICT x, int64_t n,
-                            uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
+// straight into the row (codes + the group's offset), or for the last group,
+// when it runs past the row's values, into a buffer whose used blocks are
+// copied. The whole groups run in a loop of their own, their scale bytes
+// stored by an unrolled copy: per-group tail logic and a run-time byte count
+// cost MXFP4 (one block per group) 0.3 AVX2 instructions per value. group()
+// has two call sites, so the callers that want it inlined say so
+// (FP4EMU_INLINE_LAMBDA).
+template <int kBlock, int kGroup, int kScaleBytes, bool kGroupPacks = false, class GroupFn>
+HWY_INLINE void QuantizeRun(NibbleOrder order, const float* HWY_RESTRICT x, int64_t n, uint8_t* HWY_RESTRICT codes,
+                            uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
   static_assert(kRbitsPad % kGroup == 0);
   constexpr int kBlocks = kGroup / kBlock;
   alignas(64) uint8_t group_codes[kGroup];
-  alignas(64) float padded[kGroup];
   uint32_t group_scales[kBlocks] = {};
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  for (int64_t g = 0; g * kGroup < n; ++g) {
-    const float* in = x + g * kGroup;
-    const int64_t valid = std::min<int64_t>(kGroup, n - g * kGroup);
-    if (valid < kGroup) {
-      std::fill(std::copy_n(in, valid, padded), padded + kGroup, 0.0f);
-      in = padded;
-    }
-    const int64_t first = g * kBlocks;
-    const int used = static_cast<int>(std::min<int64_t>(kBlocks, blocks - first));
-    if constexpr (kGroupPacks) {
-      // One call site: GCC inlines group() there (hif4.v14 quantize 6.45 ->
-      // 5.85 AVX2 instructions per value, nvfp4.te 7.75 -> 6.72), where two
-      // left it a call per group.
-      uint8_t* out = codes + first * (kBlock / 2);
-      group(in, used == kBlocks ? out : group_codes, group_scales, g * kGroup);
-      if (used != kBlocks) std::copy_n(group_codes, used * (kBlock / 2), out);
+  auto store_scales = [&](int64_t first, int count) {
+    for (int b = 0; b < count; ++b)
+      for (int i = 0; i < kScaleBytes; ++i)
+        scales[(first + b) * kScaleBytes + i] = static_cast<uint8_t>(group_scales[b] >> (8 * i));
+  };
+  // The group's codes from group_codes into the row, `used` blocks of them.
+  auto pack = [&](int64_t first, int used) {
+    if (used == kBlocks && order != NibbleOrder::split_half) {
+      PackNibbles<kGroup>(order, group_codes, codes + first * (kBlock / 2));
     } else {
-      group(in, group_codes, group_scales, g * kGroup);
-      if (used == kBlocks && order != NibbleOrder::split_half) {
-        PackNibbles<kGroup>(order, group_codes, codes + first * (kBlock / 2));
-      } else {
-        for (int b = 0; b < used; ++b)
-          PackNibbles<kBlock>(order, group_codes + b * kBlock, codes + (first + b) * (kBlock / 2));
-      }
+      for (int b = 0; b < used; ++b)
+        PackNibbles<kBlock>(order, group_codes + b * kBlock, codes + (first + b) * (kBlock / 2));
     }
-    for (int b = 0; b < used; ++b)
-      for (int i = 0; i < scale_bytes; ++i)
-        scales[(first + b) * scale_bytes + i] = static_cast<uint8_t>(group_scales[b] >> (8 * i));
+  };
+  const int64_t whole = n / kGroup;
+  for (int64_t g = 0; g < whole; ++g) {
+    const int64_t first = g * kBlocks;
+    if constexpr (kGroupPacks) {
+      group(x + g * kGroup, codes + first * (kBlock / 2), group_scales, g * kGroup);
+    } else {
+      group(x + g * kGroup, group_codes, group_scales, g * kGroup);
+      pack(first, kBlocks);
+    }
+    store_scales(first, kBlocks);
   }
+  const int64_t valid = n - whole * kGroup;
+  if (valid == 0) return;
+  alignas(64) float padded[kGroup];
+  std::fill(std::copy_n(x + whole * kGroup, valid, padded), padded + kGroup, 0.0f);
+  const int64_t first = whole * kBlocks;
+  const int used = static_cast<int>((valid + kBlock - 1) / kBlock);
+  group(padded, group_codes, group_scales, whole * kGroup);
+  if constexpr (kGroupPacks) std::copy_n(group_codes, used * (kBlock / 2), codes + first * (kBlock / 2));
+  else pack(first, used);
+  store_scales(first, used);
 }
 
 // block(codes, scale_bytes_ptr, y) decodes one whole block; codes are
@@ -245,8 +254,9 @@ HWY_INLINE void NvQuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT x, 
                               uint8_t* HWY_RESTRICT scales, GroupFn&& group) {
   const int64_t blocks = (n + kNvBlock - 1) / kNvBlock;
   int64_t g = 0;  // QuantizeRun visits the groups in order
-  QuantizeRun<kNvBlock, kNvGroup * kNvBlock, kGroupPacks>(
-      k.nibble_order, 1, x, n, codes, scales, [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) {
+  QuantizeRun<kNvBlock, kNvGroup * kNvBlock, 1, kGroupPacks>(
+      k.nibble_order, x, n, codes, scales,
+      [&](const float* in, uint8_t* c, uint32_t* scale, int64_t at) FP4EMU_INLINE_LAMBDA {
         float tail_amax[kNvGroup] = {};
         const float* amax = k.nv_block_amax ? k.nv_block_amax + g * kNvGroup : nullptr;
         if (amax && (g + 1) * kNvGroup > blocks) {
@@ -337,8 +347,9 @@ HWY_NOINLINE void Hif4QuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT
   const Hif4Rules rules = Hif4RulesOf(*k.recipe);
   const ScaleBitOrder order = k.scale_bit_order;
   const NibbleOrder nibbles = k.nibble_order;
-  QuantizeRun<kHif4Block, kHif4Block, true>(
-      nibbles, 4, x, n, codes, scales, [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) {
+  QuantizeRun<kHif4Block, kHif4Block, 4, true>(
+      nibbles, x, n, codes, scales,
+      [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) FP4EMU_INLINE_LAMBDA {
         const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, nibbles, packed, RbitsAt(k, at));
         scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
       });
@@ -396,7 +407,7 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         });
         break;
       case KernelFamily::mxfp4_ggml:
-        QuantizeRun<kMxBlock, 2 * kMxBlock>(k.nibble_order, 1, x, n, codes, scales,
+        QuantizeRun<kMxBlock, 2 * kMxBlock, 1>(k.nibble_order, x, n, codes, scales,
                                             [](const float* in, uint8_t* c, uint32_t* scale, int64_t) {
                                               scale[0] = MxGgmlQuantize(in, c);
                                               scale[1] = MxGgmlQuantize(in + kMxBlock, c + kMxBlock);
@@ -405,7 +416,7 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
         const NibbleOrder nibbles = k.nibble_order;
-        QuantizeRun<kMxBlock, kMxBlock, true>(nibbles, 1, x, n, codes, scales,
+        QuantizeRun<kMxBlock, kMxBlock, 1, true>(nibbles, x, n, codes, scales,
                                               [&](const float* in, uint8_t* packed, uint32_t* scale,
                                                   int64_t at) FP4EMU_NOINLINE_LAMBDA {
                                                 scale[0] = MxQuantizeBlock<R>(p, in, nibbles, packed, RbitsAt(k, at));
