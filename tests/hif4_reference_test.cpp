@@ -284,6 +284,30 @@ TEST(Hif4Recipes, AllSevenRegisteredWithTheirFields) {
             fp4emu::rounding_bit(Rounding::rne) | fp4emu::rounding_bit(Rounding::rha));
 }
 
+// docs/spec/hif4.md §5.2: msb_first puts group 0 of each of bytes 1..3 in
+// that byte's bit 7. Oracle: each L2 bit b_j and L3 bit c_k moved one by one
+// (canonical bit 8 + j -> stored bit 15 - j, bit 16 + k -> bit 23 - k for
+// k < 8 and bit 31 - (k - 8) for k >= 8), for every value of the 24 bits and
+// several E6M2 bytes; lsb_first is the identity; the mapping is its own inverse.
+TEST(Hif4ScaleWord, MsbFirstMovesEveryGroupBitToItsStoredPosition) {
+  auto oracle = [](uint32_t canonical) {
+    uint32_t stored = canonical & 0xFFu;
+    for (int j = 0; j < 8; ++j) stored |= ((canonical >> (8 + j)) & 1u) << (15 - j);
+    for (int k = 0; k < 16; ++k) stored |= ((canonical >> (16 + k)) & 1u) << (k < 8 ? 23 - k : 31 - (k - 8));
+    return stored;
+  };
+  int mismatches = 0;
+  for (uint32_t high = 0; high < (1u << 24); ++high) {
+    const uint32_t canonical = high << 8 | ((high * 0x9Du) & 0xFFu);
+    const uint32_t stored = ref::hif4_word_to_stored(canonical, ScaleBitOrder::msb_first);
+    mismatches += stored != oracle(canonical);
+    mismatches += ref::hif4_word_from_stored(stored, ScaleBitOrder::msb_first) != canonical;
+    mismatches += ref::hif4_word_to_stored(canonical, ScaleBitOrder::lsb_first) != canonical;
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(ref::hif4_word_to_stored(0x00010100u, ScaleBitOrder::msb_first), 0x00808000u);  // b_0, c_0
+}
+
 TEST(Hif4Recipes, DisallowedRoundingIsRejected) {
   const Block x = block_of({1.0f});
   Codes c{};

@@ -30,9 +30,24 @@ void hif4_decode_block(const Recipe& recipe, uint32_t word, const uint8_t* codes
 // says otherwise (V14-special passes NaN/Inf through).
 void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
                            const uint8_t* rbits = nullptr);
-// Scale word bit order conversion between canonical LSB-first and stored form.
-uint32_t hif4_word_to_stored(uint32_t canonical, ScaleBitOrder order);
-uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order);
+// Scale word bit order conversion between canonical LSB-first and stored
+// form (docs/spec/hif4.md §5.2). lsb_first (PTO spec, pto-isa): the canonical
+// word itself. msb_first (AMCT): the same bytes [E6M2, L2, L3 groups 0-7, L3
+// groups 8-15], bits reversed inside bytes 1..3 (b_0 in bit 7 of byte 1, c_0
+// in bit 7 of byte 2, c_8 in bit 7 of byte 3); its own inverse. The reversal
+// swaps bits, then bit pairs, then nibbles, in every byte at once (inline:
+// the fast quantize and dequantize convert a word per block).
+constexpr uint32_t hif4_word_to_stored(uint32_t canonical, ScaleBitOrder order) {
+  if (order == ScaleBitOrder::lsb_first) return canonical;
+  uint32_t x = canonical;
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+  return (x & 0xFFFFFF00u) | (canonical & 0xFFu);
+}
+constexpr uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order) {
+  return hif4_word_to_stored(stored, order);
+}
 
 // --------------------------------------------------------------- MXFP4 ------
 inline constexpr int kMxBlock = 32;

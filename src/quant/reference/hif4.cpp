@@ -395,11 +395,6 @@ double scale_value(const Recipe& recipe, uint8_t scale_code) {
   return e6m2_decode(scale_code);
 }
 
-uint8_t reverse_bits(uint8_t b) {
-  uint8_t r = 0;
-  for (int i = 0; i < 8; ++i) r = static_cast<uint8_t>(r | (((b >> i) & 1u) << (7 - i)));
-  return r;
-}
 
 }  // namespace
 
@@ -450,24 +445,6 @@ void hif4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float*
     for (int i = 0; i < kHif4Block; ++i)
       if (!std::isfinite(x[i])) out[i] = x[i];
   }
-}
-
-// docs/spec/hif4.md §5.2. lsb_first (PTO spec, pto-isa): the canonical word itself.
-// msb_first (AMCT): same bytes [E6M2, L2, L3 groups 0-7, L3 groups 8-15], bits
-// reversed inside bytes 1..3 (b_0 in bit 7 of byte 1, c_0 in bit 7 of byte 2,
-// c_8 in bit 7 of byte 3). The mapping is its own inverse.
-uint32_t hif4_word_to_stored(uint32_t canonical, ScaleBitOrder order) {
-  if (order == ScaleBitOrder::lsb_first) return canonical;
-  uint32_t stored = canonical & 0xFFu;
-  for (int byte = 1; byte < 4; ++byte) {
-    const auto bits = static_cast<uint8_t>(canonical >> (8 * byte));
-    stored |= static_cast<uint32_t>(reverse_bits(bits)) << (8 * byte);
-  }
-  return stored;
-}
-
-uint32_t hif4_word_from_stored(uint32_t stored, ScaleBitOrder order) {
-  return hif4_word_to_stored(stored, order);
 }
 
 }  // namespace fp4emu::reference
