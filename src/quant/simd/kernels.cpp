@@ -351,7 +351,7 @@ HWY_NOINLINE void Hif4QuantizeRun(const KernelArgs& k, const float* HWY_RESTRICT
       nibbles, x, n, codes, scales,
       [&](const float* in, uint8_t* packed, uint32_t* scale, int64_t at) FP4EMU_INLINE_LAMBDA {
         const uint32_t word = Hif4QuantizeBlock<K, R>(rules, in, nibbles, packed, RbitsAt(k, at));
-        scale[0] = order == ScaleBitOrder::lsb_first ? word : reference::hif4_word_to_stored(word, order);
+        scale[0] = reference::hif4_word_to_stored(word, order);  // inline, lsb_first returns the word
       });
 }
 
@@ -440,10 +440,7 @@ void DequantizeValues(const KernelArgs& k, const uint8_t* HWY_RESTRICT codes, co
                                 [order, pow2_scale](const uint8_t* c, const uint8_t* s, float* out) {
                                   uint32_t stored = 0;
                                   for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(s[i]) << (8 * i);
-                                  const uint32_t word = order == ScaleBitOrder::lsb_first
-                                                            ? stored
-                                                            : reference::hif4_word_from_stored(stored, order);
-                                  Hif4DecodeBlock(pow2_scale, word, c, out);
+                                  Hif4DecodeBlock(pow2_scale, reference::hif4_word_from_stored(stored, order), c, out);
                                 });
       break;
     }
