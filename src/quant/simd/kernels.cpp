@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -121,9 +122,14 @@ HWY_INLINE void QuantizeRun(NibbleOrder order, const float* HWY_RESTRICT x, int6
   alignas(64) uint8_t group_codes[kGroup];
   uint32_t group_scales[kBlocks] = {};
   auto store_scales = [&](int64_t first, int count) {
-    for (int b = 0; b < count; ++b)
-      for (int i = 0; i < kScaleBytes; ++i)
-        scales[(first + b) * kScaleBytes + i] = static_cast<uint8_t>(group_scales[b] >> (8 * i));
+    for (int b = 0; b < count; ++b) {
+      uint8_t* to = scales + (first + b) * kScaleBytes;
+      if constexpr (kScaleBytes == 4 && std::endian::native == std::endian::little) {
+        std::memcpy(to, &group_scales[b], 4);  // one store; GCC left HiF4's word 4 byte stores and shifts
+      } else {
+        for (int i = 0; i < kScaleBytes; ++i) to[i] = static_cast<uint8_t>(group_scales[b] >> (8 * i));
+      }
+    }
   };
   // The group's codes from group_codes into the row, `used` blocks of them.
   auto pack = [&](int64_t first, int used) {
