@@ -187,14 +187,15 @@ HWY_INLINE hn::Mask<D> ExactProductAtLeast(D d, hn::Vec<D> m, hn::Vec<D> k, hn::
 
 #if HWY_NATIVE_FMA
 // q = s1p2_encode(a * k, R) * 4 (R not stochastic) from fused products, for
-// a = |x| (at most FLT_MAX) and k4 = 4k: fp32(a * k4 + 2^23) is the exact
+// a = |x| and k4 = 4k: fp32(a * k4 + 2^23) is the exact
 // 4ak rounded to an integer, ties to even (one rounding; the sum's ulp is 1
 // while 4ak < 2^23, and anything larger saturates to 7 anyway), and the sign
 // of the one-rounding difference a * k4 - (that integer ± 1/2) tells an exact
 // tie (0) or the side of the exact value, as in ExactProductAtLeast. rha:
 // floor(4t + 1/2) = the even rounding, plus one at a tie it rounded down;
 // ties_to_zero: minus one at a tie it rounded up; rtz: minus one where the
-// integer lies above 4ak.
+// integer lies above 4ak. a = +Inf: the sums are +Inf and the differences
+// NaN (never a tie, never below), so q = 7, as for FLT_MAX.
 template <Rounding R, class D>
 HWY_INLINE hn::Vec<D> S1p2QuarterOfExactFma(D d, hn::Vec<D> a, hn::Vec<D> k4) {
   const auto magic = hn::Set(d, 0x1p23f);
@@ -461,11 +462,12 @@ HWY_INLINE Hif4Vec Hif4Q(Hif4Vec v, Hif4Vec factor, Hif4IntVec r) {
   if constexpr (K == Hif4Elements::a6) {
     return quarter_grid(hn::Mul(hn::Abs(Hif4A6Product(v, factor)), hn::Set(d, 4.0f)));
   } else if constexpr (K == Hif4Elements::exact) {
-    // t = |x| * 2^-(b+c) * r exactly (+Inf as FLT_MAX: q = 7 either way).
-    const auto a = hn::BitCast(d, hn::Min(AbsBits(d, v), hn::Set(di, kFltMaxBits)));
+    // t = |x| * 2^-(b+c) * r exactly.
 #if HWY_NATIVE_FMA
-    if constexpr (R != Rounding::stochastic) return S1p2QuarterOfExactFma<R>(d, a, factor);
+    if constexpr (R != Rounding::stochastic) return S1p2QuarterOfExactFma<R>(d, hn::Abs(v), factor);
 #endif
+    // The split product takes +Inf as FLT_MAX (q = 7 either way).
+    const auto a = hn::BitCast(d, hn::Min(AbsBits(d, v), hn::Set(di, kFltMaxBits)));
     Hif4Vec hi, err;
     ExactProduct(d, a, hn::Mul(factor, hn::Set(d, 0.25f)), hi, err);
     return hn::Mul(S1p2GridOfExact<R>(d, hi, err, r), hn::Set(d, 4.0f));
