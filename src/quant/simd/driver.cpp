@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/threads.hpp"
@@ -265,8 +266,32 @@ void scatter_tile(const float* buffer, const AxisView& v, int64_t o, int64_t i0,
   }
 }
 
-// The recipe's tensor amax G (reference::nvfp4_global_amax), reduced in
-// parallel: the NaN-dropping maximum and the NaN facts of each part.
+// The tensor amax G (reference::nvfp4_global_amax) from the NaN-dropping
+// maximum and the NaN facts of the parts of x, merged in any order.
+void merge_amax(AbsMaxStats& all, const AbsMaxStats& part) {
+  all.max_dropping_nan = std::max(all.max_dropping_nan, part.max_dropping_nan);
+  all.any_nan = all.any_nan || part.any_nan;
+  all.all_nan = all.all_nan && part.all_nan;
+}
+float tensor_amax(const std::vector<AbsMaxStats>& parts, const detail::StridedIn& x, NvAmaxNan rule) {
+  AbsMaxStats all;
+  for (const AbsMaxStats& part : parts) merge_amax(all, part);
+  if (rule == NvAmaxNan::maxnum && all.all_nan) return std::numeric_limits<float>::quiet_NaN();
+  if (rule != NvAmaxNan::propagate || !all.any_nan) return all.max_dropping_nan;
+  // torch.amax: |first NaN| in element order, payload kept (rare: a serial scan).
+  float first = 0.0f;
+  bool found = false;
+  detail::for_each_chunk(x, [&](int64_t, const float* values, int64_t count) {
+    for (int64_t i = 0; i < count && !found; ++i)
+      if (std::isnan(values[i])) {
+        first = std::fabs(values[i]);
+        found = true;
+      }
+  });
+  return first;
+}
+
+// The recipe's tensor amax G, reduced in parallel.
 float global_abs_max(const detail::StridedIn& x, NvAmaxNan rule, int threads) {
   const int64_t n = x.numel();
   std::vector<AbsMaxStats> partial;
@@ -288,25 +313,7 @@ float global_abs_max(const detail::StridedIn& x, NvAmaxNan rule, int threads) {
       partial[r.row * runs_per_row + r.k0 / kRunValues] = abs_max_stats(values, r.n);
     });
   }
-  AbsMaxStats all;
-  for (const AbsMaxStats& p : partial) {  // exact and order-free
-    all.max_dropping_nan = std::max(all.max_dropping_nan, p.max_dropping_nan);
-    all.any_nan = all.any_nan || p.any_nan;
-    all.all_nan = all.all_nan && p.all_nan;
-  }
-  if (rule == NvAmaxNan::maxnum && all.all_nan) return std::numeric_limits<float>::quiet_NaN();
-  if (rule != NvAmaxNan::propagate || !all.any_nan) return all.max_dropping_nan;
-  // torch.amax: |first NaN| in element order, payload kept (rare: a serial scan).
-  float first = 0.0f;
-  bool found = false;
-  detail::for_each_chunk(x, [&](int64_t, const float* values, int64_t count) {
-    for (int64_t i = 0; i < count && !found; ++i)
-      if (std::isnan(values[i])) {
-        first = std::fabs(values[i]);
-        found = true;
-      }
-  });
-  return first;
+  return tensor_amax(partial, x, rule);
 }
 
 // Rounding::stochastic: each run's random bytes (stochastic.hpp), drawn into
@@ -476,17 +483,20 @@ void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelA
   if (r.nv.rule == NvScaleRule::ggml) k.nv_ggml_argmin = ggml_argmin_table();
 }
 
+bool nv_single_level(const Recipe& r) { return r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml; }
+
 // NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
-// amax reduced in parallel. Fake-quant of a single-level rule (no per-tensor
-// scale) reads G nowhere and skips its pass; quantize (`quantizing`) stores it.
+// amax reduced in parallel. A single-level rule (no per-tensor scale) reads G
+// nowhere: fake-quant skips its pass, quantize (`quantizing`) stores it, and
+// takes it run by run with the quantizing (`amax_by_run`: then G is not read
+// here, and the scale returned holds G = 0).
 reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
-                                        bool quantizing, KernelArgs& k, NvState& state) {
+                                        bool quantizing, bool amax_by_run, KernelArgs& k, NvState& state) {
   const Recipe& r = *o.recipe;
-  const bool single_level = r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml;
   float g = 0.0f;
   if (o.global_amax)
     g = *o.global_amax;
-  else if (quantizing || !single_level)
+  else if ((quantizing && !amax_by_run) || !nv_single_level(r))
     g = global_abs_max(x, r.nv.tensor_amax_nan, threads);
   const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(r, g);
   nv_decode_args(r, ts, k, state, !quantizing);
@@ -540,7 +550,7 @@ void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, const Stoc
   KernelArgs k = kernel_args(o);
   const RunBits bits = run_bits(o, stochastic, x.shape);
   NvState nv;
-  if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, false, k, nv);
+  if (o.recipe->format == Format::nvfp4) nv_tensor_scale(o, x, threads, false, false, k, nv);
   const AxisView v = axis_view(x.shape, o.axis);
   const int block = block_size(o.recipe->format);
   if (x.contiguous && out.contiguous) {
@@ -593,13 +603,21 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
   KernelArgs k = kernel_args(o);
   const RunBits bits = run_bits(o, stochastic, x.shape);
   NvState nv;
-  if (o.recipe->format == Format::nvfp4) {
-    const reference::NvTensorScale ts = nv_tensor_scale(o, x, threads, true, k, nv);
+  const AxisView v = axis_view(x.shape, o.axis);
+  const bool nvfp4 = o.recipe->format == Format::nvfp4;
+  // A single-level NVFP4 recipe quantizes without G and only stores it: on
+  // dense fp32 its amax is taken run by run just before the run is quantized,
+  // while the run is in cache, not in a pass of its own over the input (that
+  // pass made nvfp4.ggml quantize read 8 bytes per value, not 4).
+  const bool amax_by_run = nvfp4 && nv_single_level(*o.recipe) && !o.global_amax && x.contiguous && v.inner == 1 &&
+                           x.dense_f32() != nullptr;
+  std::vector<AbsMaxStats> run_amax(amax_by_run ? threads : 0);  // per thread, merged in any order
+  auto store_tensor_scale = [&](const reference::NvTensorScale& ts) {
     p.global_amax = ts.global_amax;
     p.global_encode_scale = ts.encode;
     p.global_decode_scale = ts.decode;
-  }
-  const AxisView v = axis_view(x.shape, o.axis);
+  };
+  if (nvfp4) store_tensor_scale(nv_tensor_scale(o, x, threads, true, amax_by_run, k, nv));
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(o.recipe->format);
   const int64_t blocks = p.blocks_per_row();
@@ -614,6 +632,7 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
       const int64_t offset = r.row * len + r.k0;
       const KernelArgs a = bits.at(nv.at(k, r.row, r.k0), 0, offset, r.n, v.axis_len);
       if (in) {
+        if (amax_by_run) merge_amax(run_amax[static_cast<size_t>(omp_get_thread_num())], abs_max_stats(in + offset, r.n));
         quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
         return;
       }
@@ -622,6 +641,8 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
       x.load(offset, 1, r.n, buffer.data());
       quantize_values(a, buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
     });
+    if (amax_by_run)
+      store_tensor_scale(reference::nvfp4_tensor_scale(*o.recipe, tensor_amax(run_amax, x, o.recipe->nv.tensor_amax_nan)));
     return;
   }
   if (x.contiguous) {
