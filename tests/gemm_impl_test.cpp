@@ -85,19 +85,29 @@ std::vector<Pair> simd_cases() {
   scramble_scales(nv.a, 0, 255, rng);
   scramble_scales(nv.b, 0, 255, rng);
   cases.push_back(nv);
-  // Every unit within [2^-63, 2^63) (E8M0 65..190; unit = 2^(byte-128)),
-  // where block_fp32 skips its per-block range check, down to unit
-  // products of 2^-126; and 64..191, one step beyond on either side.
-  Pair inside{"mxfp4 scales 65..190", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
-  scramble_scales(inside.a, 65, 190, rng);
-  scramble_scales(inside.b, 65, 190, rng);
-  for (size_t i = 0; i < inside.a.scales.size(); i += 7) inside.a.scales[i] = i % 2 ? 65 : 190;
-  for (size_t i = 0; i < inside.b.scales.size(); i += 5) inside.b.scales[i] = i % 2 ? 65 : 190;
+  // Every unit within [2^-63, 2^56) (E8M0 65..183; unit = 2^(byte-128)),
+  // where block_fp32 skips its per-block range check (and fuses the step
+  // into one MulAdd), unit products from 2^-126 up to 2^110; and 64..184,
+  // one step beyond on either side.
+  Pair inside{"mxfp4 scales 65..183", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(inside.a, 65, 183, rng);
+  scramble_scales(inside.b, 65, 183, rng);
+  for (size_t i = 0; i < inside.a.scales.size(); i += 7) inside.a.scales[i] = i % 2 ? 65 : 183;
+  for (size_t i = 0; i < inside.b.scales.size(); i += 5) inside.b.scales[i] = i % 2 ? 65 : 183;
   cases.push_back(inside);
-  Pair edge{"mxfp4 scales 64..191", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
-  scramble_scales(edge.a, 64, 191, rng);
-  scramble_scales(edge.b, 64, 191, rng);
+  Pair edge{"mxfp4 scales 64..184", quantized("mxfp4.ocp", {9, 256}, 1, rng), quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(edge.a, 64, 184, rng);
+  scramble_scales(edge.b, 64, 184, rng);
   cases.push_back(edge);
+  // Exponent spreads of 0..13 per row and column (8 blocks: `exact` sums a
+  // tile in double lanes up to a spread of 25 per output), so that some
+  // tiles take the lanes and their neighbours the per-output path.
+  Pair spread{"mxfp4 scales 120..133", quantized("mxfp4.ocp", {13, 256}, 1, rng),
+              quantized("mxfp4.ocp", {256, 70}, 0, rng)};
+  scramble_scales(spread.a, 120, 133, rng);
+  scramble_scales(spread.b, 120, 133, rng);
+  for (size_t i = 0; i < 4 * 8; ++i) spread.a.scales[i] = 127;  // rows 0..3: one exponent
+  cases.push_back(spread);
   Pair hif{"hif4 scales 0..255", quantized("hif4.v14", {5, 192}, 1, rng), quantized("hif4.v14", {192, 17}, 0, rng)};
   scramble_scales(hif.a, 0, 255, rng);
   scramble_scales(hif.b, 0, 255, rng);

@@ -14,13 +14,17 @@
 //
 // block_fp32 with one block per step: q = fp32(d·u_a·u_b) is one fp32
 // multiply of float(d) (exact) by f = u_a·u_b, which is exact whenever it is a
-// normal float (units have at most 4 significant bits); lanes where it is not
-// (MXFP4 units near the ends of the E8M0 range, zero units, NaN blocks) take
-// the same value in double: d·u_a·u_b is exact there and the cast rounds once.
+// normal float (units have at most 4 significant bits), and then exact too
+// when |f| < 2^112, so acc + q is one MulAdd (BlockFp32TileUnits); lanes
+// where f is out of that range (MXFP4 units near the ends of the E8M0 range,
+// zero units, NaN blocks) take q in double: d·u_a·u_b is exact there and the
+// cast rounds once.
 //
-// exact, and block_fp32 with several blocks per step: the block dot products
-// of a tile are stored and combined per output (combine_dots): in one int64
-// when the output's exponents are close, in the Kulisch accumulator otherwise.
+// exact: when every output of a tile has its unit exponents close, the tile
+// sums its block terms in double lanes (ExactSumsTile); otherwise, and for
+// block_fp32 with several blocks per step, the block dot products of a tile
+// are stored and combined per output (combine_dots): in one int64 when the
+// output's exponents are close, in the Kulisch accumulator otherwise.
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "exact_sum.hpp"
@@ -76,11 +81,15 @@ struct IntLayout {
   std::vector<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
   std::vector<float> ua;  // mp × blocks
   std::vector<float> ub;  // [np/cols][blocks][cols]
-  // `exact` only: units as unit_m · 2^unit_e (operand.hpp), laid out as ua / ub.
-  std::vector<int32_t> am, ae, bm, be;
+  // `exact` only: unit_m · 2^(unit_e − emin) (operand.hpp), emin the smallest
+  // exponent of the row's / column's nonzero units (RowFacts), 0 for a zero
+  // unit; laid out as ua / ub. Where an output's exponents span at most
+  // double_spread_limit these are exact integers below 2^(4 + spread).
+  std::vector<float> ua_rel, ub_rel;
   // 1 where every unit of a row of A (mp) / of a panel of B (np/cols) is 0 or
-  // normal with |u| in [2^-63, 2^63): then every unit product of a tile is 0
-  // or an exact normal float, and BlockFp32Tile skips its per-block check.
+  // normal with |u| in [2^-63, 2^56): then every unit product of a tile is 0
+  // or an exact normal float below 2^112, and BlockFp32Tile skips its
+  // per-block check (kUnitProductLimit).
   std::vector<uint8_t> a_units_normal, b_panel_units_normal;
   const uint32_t* b_quads(int64_t j0, int64_t q) const { return b.data() + ((j0 / cols) * (kpad / 4) + q) * cols; }
   const float* b_units(int64_t j0, int64_t kb) const { return ub.data() + ((j0 / cols) * blocks + kb) * cols; }
@@ -192,8 +201,8 @@ void DecodeRows(const PackedTensor& p, const ElementTables& t, int64_t r0, int64
 bool HasKernels() { return false; }
 size_t TileCols() { return 1; }
 void BlockDotsTile(const IntLayout&, int64_t, int64_t, int32_t*) {}
-void ExactSumsTile(const IntLayout&, int64_t, int64_t, const int32_t*, int64_t*) {}
-void BlockFp32Tile(const IntLayout&, int64_t, int64_t, float*) {}
+void ExactSumsTile(const IntLayout&, int64_t, int64_t, double*) {}
+void BlockFp32Tile(const IntLayout&, int64_t, int64_t, float*, int64_t) {}
 void FmaTile(const float* const*, const float*, int64_t, float*) {}
 #else
 bool HasKernels() { return true; }
@@ -230,10 +239,35 @@ HWY_INLINE hn::Vec<D16> QuadPairProducts(D16 d16, V8U a, V8I b) {
 #endif
 }
 
+// Rows of A per pass of a tile: a tile's kTileRows rows run in passes of
+// kPassRows, each pass streaming the panel of B once. Its live vectors are
+// kPassRows·kTileVecs int16 pair sums and as many accumulators (twice as
+// many for `exact`'s int64 halves), B's vectors and A's broadcast: 4 rows
+// (19, 27 for `exact`) fit the 32 registers of AVX-512 and Arm; the 16 of
+// AVX2 and SSE4 take 2 rows (11, 15), where 4 spilled every block.
+#if HWY_ARCH_X86 && HWY_MAX_BYTES < 64
+constexpr int kPassRows = 2;
+#else
+constexpr int kPassRows = kTileRows;
+#endif
+static_assert(kTileRows % kPassRows == 0);
+
+// body(std::integral_constant<int, block>{}) for the layout's block size: the
+// quad loops of ForEachBlockDot unroll whole for a block size known at
+// compile time.
+template <class Body>
+HWY_INLINE void WithBlockSize(int block, const Body& body) {
+  switch (block) {
+    case 16: return body(std::integral_constant<int, 16>{});
+    case 32: return body(std::integral_constant<int, 32>{});
+    default: return body(std::integral_constant<int, 64>{});
+  }
+}
+
 // Calls sink(kb, dots) for each block kb in increasing order, where
-// dots[ii][r] holds the block dot products of row i0+ii with columns
-// j0 + r·Lanes ... j0 + (r+1)·Lanes - 1.
-template <class Sink>
+// dots[ii][r] (ii < kPassRows) holds the block dot products of row i0+ii with
+// columns j0 + r·Lanes ... j0 + (r+1)·Lanes - 1; kBlock is op.block.
+template <int kBlock, class Sink>
 HWY_INLINE void ForEachBlockDot(const IntLayout& op, int64_t i0, int64_t j0, const Sink& sink) {
   const hn::ScalableTag<int32_t> d32;
   const hn::Repartition<int16_t, decltype(d32)> d16;
@@ -242,37 +276,38 @@ HWY_INLINE void ForEachBlockDot(const IntLayout& op, int64_t i0, int64_t j0, con
   const hn::RebindToUnsigned<decltype(d32)> du32;
   using V = hn::Vec<decltype(d32)>;
   using V16 = hn::Vec<decltype(d16)>;
+  constexpr int kQuads = kBlock / 4, kWiden = kQuads < kQuadsPerWiden ? kQuads : kQuadsPerWiden;
   const size_t lanes = hn::Lanes(d32);
-  const uint32_t* a_quads[kTileRows];
-  for (int ii = 0; ii < kTileRows; ++ii) a_quads[ii] = op.a.data() + (i0 + ii) * (op.kpad / 4);
-  const int64_t quads = op.block / 4, widen = std::min<int64_t>(quads, kQuadsPerWiden);
+  const uint32_t* a_quads[kPassRows];
+  for (int ii = 0; ii < kPassRows; ++ii) a_quads[ii] = op.a.data() + (i0 + ii) * (op.kpad / 4);
   const V16 ones = hn::Set(d16, 1);
   for (int64_t kb = 0; kb < op.blocks; ++kb) {
-    V sum0[kTileRows][kTileVecs], sum1[kTileRows][kTileVecs];
-    for (int ii = 0; ii < kTileRows; ++ii)
+    V sum0[kPassRows][kTileVecs], sum1[kPassRows][kTileVecs];
+    for (int ii = 0; ii < kPassRows; ++ii)
       for (int r = 0; r < kTileVecs; ++r) sum0[ii][r] = sum1[ii][r] = hn::Zero(d32);
-    for (int64_t q0 = kb * quads; q0 < (kb + 1) * quads; q0 += widen) {
-      V16 pairs[kTileRows][kTileVecs];
-      for (int ii = 0; ii < kTileRows; ++ii)
+    for (int w = 0; w < kQuads; w += kWiden) {
+      V16 pairs[kPassRows][kTileVecs];
+      for (int ii = 0; ii < kPassRows; ++ii)
         for (int r = 0; r < kTileVecs; ++r) pairs[ii][r] = hn::Zero(d16);
-      for (int64_t q = q0; q < q0 + widen; ++q) {
+      for (int qq = w; qq < w + kWiden; ++qq) {
+        const int64_t q = kb * kQuads + qq;
         const uint32_t* bq = op.b_quads(j0, q);
         hn::Vec<decltype(di8)> bv[kTileVecs];
         for (int r = 0; r < kTileVecs; ++r) bv[r] = hn::BitCast(di8, hn::LoadU(du32, bq + r * lanes));
-        for (int ii = 0; ii < kTileRows; ++ii) {
+        for (int ii = 0; ii < kPassRows; ++ii) {
           const auto av = hn::BitCast(du8, hn::Set(du32, a_quads[ii][q]));
           for (int r = 0; r < kTileVecs; ++r) pairs[ii][r] = hn::Add(pairs[ii][r], QuadPairProducts(d16, av, bv[r]));
         }
       }
-      for (int ii = 0; ii < kTileRows; ++ii)
+      for (int ii = 0; ii < kPassRows; ++ii)
         for (int r = 0; r < kTileVecs; ++r)
           sum0[ii][r] = hn::ReorderWidenMulAccumulate(d32, pairs[ii][r], ones, sum0[ii][r], sum1[ii][r]);
     }
     const int32_t* offset_sums = op.b_offset_sums.data() + op.b_block(j0, kb);
-    V dots[kTileRows][kTileVecs];
+    V dots[kPassRows][kTileVecs];
     for (int r = 0; r < kTileVecs; ++r) {
       const V offset = hn::LoadU(d32, offset_sums + r * lanes);
-      for (int ii = 0; ii < kTileRows; ++ii)
+      for (int ii = 0; ii < kPassRows; ++ii)
         dots[ii][r] = hn::Sub(hn::RearrangeToOddPlusEven(sum0[ii][r], sum1[ii][r]), offset);
     }
     sink(kb, dots);
@@ -283,101 +318,118 @@ HWY_INLINE void ForEachBlockDot(const IntLayout& op, int64_t i0, int64_t j0, con
 void BlockDotsTile(const IntLayout& op, int64_t i0, int64_t j0, int32_t* dots_out) {
   const hn::ScalableTag<int32_t> d32;
   const size_t lanes = hn::Lanes(d32), cols = kTileVecs * lanes;
-  ForEachBlockDot(op, i0, j0, [&](int64_t kb, const auto& dots) {
-    int32_t* out = dots_out + kb * kTileRows * cols;
-    for (int ii = 0; ii < kTileRows; ++ii)
-      for (int r = 0; r < kTileVecs; ++r) hn::StoreU(dots[ii][r], d32, out + ii * cols + r * lanes);
+  WithBlockSize(op.block, [&](auto block) {
+    for (int p = 0; p < kTileRows; p += kPassRows)
+      ForEachBlockDot<decltype(block)::value>(op, i0 + p, j0, [&](int64_t kb, const auto& dots) {
+        int32_t* out = dots_out + (kb * kTileRows + p) * cols;
+        for (int ii = 0; ii < kPassRows; ++ii)
+          for (int r = 0; r < kTileVecs; ++r) hn::StoreU(dots[ii][r], d32, out + ii * cols + r * lanes);
+      });
   });
 }
 
-// exact, when every output of the tile has its unit exponents within a
-// spread whose terms fit one int64 (simd_packed_gemm checks): block kb adds
-// t·2^(e − base), t = d·m_a·m_b (|t| < 2^24, exact in int32), e = e_a + e_b,
-// base (kTileRows × cols, the output's smallest e) read from `base`; the
-// int64 sums go to sums (kTileRows × cols). combine_dots's int64 branch, in
-// 64-bit lanes over the tile's columns.
-void ExactSumsTile(const IntLayout& op, int64_t i0, int64_t j0, const int32_t* base, int64_t* sums) {
-  const hn::ScalableTag<int32_t> d32;
-  const hn::Half<decltype(d32)> dh;
-  const hn::Repartition<int64_t, decltype(d32)> d64;
-  using V64 = hn::Vec<decltype(d64)>;
-  const size_t lanes = hn::Lanes(d32), cols = kTileVecs * lanes, half = hn::Lanes(d64);
-  V64 acc[kTileRows][kTileVecs][2];
-  for (int ii = 0; ii < kTileRows; ++ii)
-    for (int r = 0; r < kTileVecs; ++r) acc[ii][r][0] = acc[ii][r][1] = hn::Zero(d64);
-  const auto zero = hn::Zero(d32), max_shift = hn::Set(d32, 63);
-  ForEachBlockDot(op, i0, j0, [&](int64_t kb, const auto& dots) {
-    const int64_t bb = op.b_block(j0, kb);
-    for (int ii = 0; ii < kTileRows; ++ii) {
-      const int64_t ab = (i0 + ii) * op.blocks + kb;
-      const auto am = hn::Set(d32, op.am[ab]), ae = hn::Set(d32, op.ae[ab]);
-      for (int r = 0; r < kTileVecs; ++r) {
-        const auto t = hn::Mul(dots[ii][r], hn::Mul(am, hn::LoadU(d32, op.bm.data() + bb + r * lanes)));
-        // A zero unit makes t = 0; its exponent, whatever it is, is clamped.
-        auto e = hn::Sub(hn::Add(ae, hn::LoadU(d32, op.be.data() + bb + r * lanes)),
-                         hn::LoadU(d32, base + ii * cols + r * lanes));
-        e = hn::Min(hn::Max(e, zero), max_shift);
-        acc[ii][r][0] = hn::Add(acc[ii][r][0], hn::PromoteTo(d64, hn::LowerHalf(dh, t))
-                                                   << hn::PromoteTo(d64, hn::LowerHalf(dh, e)));
-        acc[ii][r][1] = hn::Add(acc[ii][r][1], hn::PromoteTo(d64, hn::UpperHalf(dh, t))
-                                                   << hn::PromoteTo(d64, hn::UpperHalf(dh, e)));
-      }
+// exact, when every output of the tile has its unit exponents within
+// double_spread_limit (simd_packed_gemm checks): block kb adds
+// x = d·f, f = ua_rel·ub_rel = m_a·m_b·2^(e − base), e = e_a + e_b, base the
+// output's smallest e. f (at most 8 significant bits) and x (|d·m_a·m_b| <
+// 2^24, so at most 24) are exact in fp32, and x is an integer below
+// 2^(24 + spread); the sums of all blocks stay integers below 2^53, exact in
+// double. sums: kTileRows × cols, each an integer, the output's sum/2^base.
+void ExactSumsTile(const IntLayout& op, int64_t i0, int64_t j0, double* sums) {
+  const hn::ScalableTag<float> df;
+  const hn::Half<decltype(df)> dh;
+  const hn::Repartition<double, decltype(df)> dd;
+  using VF = hn::Vec<decltype(df)>;
+  using VD = hn::Vec<decltype(dd)>;
+  const size_t lanes = hn::Lanes(df), cols = kTileVecs * lanes, half = hn::Lanes(dd);
+  WithBlockSize(op.block, [&](auto block) {
+    for (int p = 0; p < kTileRows; p += kPassRows) {
+      VD acc[kPassRows][kTileVecs][2];
+      for (int ii = 0; ii < kPassRows; ++ii)
+        for (int r = 0; r < kTileVecs; ++r) acc[ii][r][0] = acc[ii][r][1] = hn::Zero(dd);
+      ForEachBlockDot<decltype(block)::value>(op, i0 + p, j0, [&](int64_t kb, const auto& dots) {
+        const float* ub = op.ub_rel.data() + op.b_block(j0, kb);
+        for (int ii = 0; ii < kPassRows; ++ii) {
+          const VF ua = hn::Set(df, op.ua_rel[(i0 + p + ii) * op.blocks + kb]);
+          for (int r = 0; r < kTileVecs; ++r) {
+            const VF x = hn::Mul(hn::ConvertTo(df, dots[ii][r]), hn::Mul(ua, hn::LoadU(df, ub + r * lanes)));
+            acc[ii][r][0] = hn::Add(acc[ii][r][0], hn::PromoteTo(dd, hn::LowerHalf(dh, x)));
+            acc[ii][r][1] = hn::Add(acc[ii][r][1], hn::PromoteTo(dd, hn::UpperHalf(dh, x)));
+          }
+        }
+      });
+      for (int ii = 0; ii < kPassRows; ++ii)
+        for (int r = 0; r < kTileVecs; ++r) {
+          hn::StoreU(acc[ii][r][0], dd, sums + (p + ii) * cols + r * lanes);
+          hn::StoreU(acc[ii][r][1], dd, sums + (p + ii) * cols + r * lanes + half);
+        }
     }
   });
-  for (int ii = 0; ii < kTileRows; ++ii)
-    for (int r = 0; r < kTileVecs; ++r) {
-      hn::StoreU(acc[ii][r][0], d64, sums + ii * cols + r * lanes);
-      hn::StoreU(acc[ii][r][1], d64, sums + ii * cols + r * lanes + half);
-    }
 }
 
-// block_fp32, one block per step: out[ii][col] = fp32 accumulation over the
-// blocks. kCheckUnits false: the layout vouches that every unit product is
-// 0 or an exact normal float (IntLayout::a_units_normal).
-template <bool kCheckUnits>
-HWY_INLINE void BlockFp32TileUnits(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
+// Units for which block_fp32 may skip its per-block check (IntLayout::
+// a_units_normal): 0 or |u| in [2^-63, 2^56). Every unit product f is then 0
+// or an exact normal float with at most 8 significant bits and |f| < 2^112.
+// BlockFp32TileUnits checks f against the same range where a unit may be out.
+constexpr float kUnitProductMin = FLT_MIN, kUnitProductLimit = 0x1p112f;
+
+// block_fp32, one block per step: out[ii·stride + col] = fp32 accumulation
+// over the blocks. kCheckUnits false: the layout vouches that every unit
+// product is in range (kUnitProductMin).
+//
+// The step acc + fp32(d·f) is one MulAdd(d, f, acc) where f is in range:
+// d is an integer, |d| < 2^16, and f (0, or 2^-126 ≤ |f| < 2^112 with at
+// most 8 significant bits) makes d·f 0 or a number of at most 24
+// significant bits within [2^-126, 2^128): exact in fp32, so the fused form
+// rounds acc + d·f once, as the separate add does (and an unfused MulAdd
+// gives the same bits). A zero d·f leaves acc, which is never −0, as it is.
+template <int kBlock, bool kCheckUnits>
+HWY_INLINE void BlockFp32TileUnits(const IntLayout& op, int64_t i0, int64_t j0, float* out, int64_t stride) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> d32;
   using VF = hn::Vec<decltype(df)>;
-  const size_t lanes = hn::Lanes(df), cols = kTileVecs * lanes;
-  VF acc[kTileRows][kTileVecs];
-  for (int ii = 0; ii < kTileRows; ++ii)
-    for (int r = 0; r < kTileVecs; ++r) acc[ii][r] = hn::Zero(df);
-  const VF lo = hn::Set(df, FLT_MIN), hi = hn::Set(df, FLT_MAX);
-  ForEachBlockDot(op, i0, j0, [&](int64_t kb, const auto& dots) {
-    for (int ii = 0; ii < kTileRows; ++ii) {
-      const float ua = op.ua[(i0 + ii) * op.blocks + kb];
-      const VF uav = hn::Set(df, ua);
-      for (int r = 0; r < kTileVecs; ++r) {
-        const float* ub = op.b_units(j0, kb) + r * lanes;
-        const VF f = hn::Mul(uav, hn::LoadU(df, ub));
-        VF q;
-        if (!kCheckUnits || hn::AllTrue(df, hn::And(hn::Ge(f, lo), hn::Le(f, hi)))) {
-          // f exact (a zero f gives ±0, which leaves the accumulator as
-          // the exact zero step does: it starts at +0 and is never −0)
-          q = hn::Mul(hn::ConvertTo(df, dots[ii][r]), f);
-        } else {
-          HWY_ALIGN int32_t d[hn::MaxLanes(d32)];
-          HWY_ALIGN float qs[hn::MaxLanes(df)];
-          hn::Store(dots[ii][r], d32, d);
-          for (size_t l = 0; l < lanes; ++l)
-            qs[l] = static_cast<float>(static_cast<double>(d[l]) *
-                                       (static_cast<double>(ua) * static_cast<double>(ub[l])));
-          q = hn::Load(df, qs);
+  const size_t lanes = hn::Lanes(df);
+  const VF lo = hn::Set(df, kUnitProductMin), hi = hn::Set(df, kUnitProductLimit);
+  for (int p = 0; p < kTileRows; p += kPassRows) {
+    VF acc[kPassRows][kTileVecs];
+    for (int ii = 0; ii < kPassRows; ++ii)
+      for (int r = 0; r < kTileVecs; ++r) acc[ii][r] = hn::Zero(df);
+    ForEachBlockDot<kBlock>(op, i0 + p, j0, [&](int64_t kb, const auto& dots) {
+      for (int ii = 0; ii < kPassRows; ++ii) {
+        const float ua = op.ua[(i0 + p + ii) * op.blocks + kb];
+        const VF uav = hn::Set(df, ua);
+        for (int r = 0; r < kTileVecs; ++r) {
+          const float* ub = op.b_units(j0, kb) + r * lanes;
+          const VF f = hn::Mul(uav, hn::LoadU(df, ub));
+          if (!kCheckUnits || hn::AllTrue(df, hn::And(hn::Ge(f, lo), hn::Lt(f, hi)))) {
+            acc[ii][r] = hn::MulAdd(hn::ConvertTo(df, dots[ii][r]), f, acc[ii][r]);
+          } else {
+            // Out of range (or zero, or NaN) in some lane: each lane's
+            // d·u_a·u_b in double, where it is exact, rounded once.
+            HWY_ALIGN int32_t d[hn::MaxLanes(d32)];
+            HWY_ALIGN float qs[hn::MaxLanes(df)];
+            hn::Store(dots[ii][r], d32, d);
+            for (size_t l = 0; l < lanes; ++l)
+              qs[l] = static_cast<float>(static_cast<double>(d[l]) *
+                                         (static_cast<double>(ua) * static_cast<double>(ub[l])));
+            acc[ii][r] = hn::Add(acc[ii][r], hn::Load(df, qs));
+          }
         }
-        acc[ii][r] = hn::Add(acc[ii][r], q);
       }
-    }
-  });
-  for (int ii = 0; ii < kTileRows; ++ii)
-    for (int r = 0; r < kTileVecs; ++r) hn::StoreU(acc[ii][r], df, out + ii * cols + r * lanes);
+    });
+    for (int ii = 0; ii < kPassRows; ++ii)
+      for (int r = 0; r < kTileVecs; ++r) hn::StoreU(acc[ii][r], df, out + (p + ii) * stride + r * lanes);
+  }
 }
 
-void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out) {
+// out: kTileRows rows of TileCols() values, `stride` apart.
+void BlockFp32Tile(const IntLayout& op, int64_t i0, int64_t j0, float* out, int64_t stride) {
   bool normal = op.b_panel_units_normal[j0 / op.cols] != 0;
   for (int ii = 0; ii < kTileRows; ++ii) normal = normal && op.a_units_normal[i0 + ii] != 0;
-  if (normal) BlockFp32TileUnits<false>(op, i0, j0, out);
-  else BlockFp32TileUnits<true>(op, i0, j0, out);
+  WithBlockSize(op.block, [&](auto block) {
+    if (normal) BlockFp32TileUnits<decltype(block)::value, false>(op, i0, j0, out, stride);
+    else BlockFp32TileUnits<decltype(block)::value, true>(op, i0, j0, out, stride);
+  });
 }
 
 // fma_fp32 tile: kFmaRows rows of A (a_rows, each k long) times the panel of
@@ -441,7 +493,7 @@ uint32_t byte_quad(const int8_t* n, int offset) {
 
 // The layout's arrays, sized and filled for the padding: padding rows and
 // columns get N = 0 and unit 1 (their lanes stay on the exact-f path and
-// never produce NaN) and unit_m 0 (their `exact` terms are 0). The operands'
+// never produce NaN) and ua_rel / ub_rel 0 (their `exact` terms are 0). The operands'
 // rows are laid out by layout_a_rows and layout_b_panel.
 IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64_t cols) {
   IntLayout L;
@@ -459,52 +511,11 @@ IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64
   L.b_offset_sums.assign(L.blocks * L.np, 0);
   L.ub.assign(L.blocks * L.np, 1.0f);
   L.ua.assign(L.mp * L.blocks, 1.0f);
-  L.am.assign(L.mp * L.blocks, 0);
-  L.ae.assign(L.mp * L.blocks, 0);
-  L.bm.assign(L.blocks * L.np, 0);
-  L.be.assign(L.blocks * L.np, 0);
+  L.ua_rel.assign(L.mp * L.blocks, 0.0f);
+  L.ub_rel.assign(L.blocks * L.np, 0.0f);
   L.a_units_normal.assign(L.mp, 1);  // padding rows: unit 1
   L.b_panel_units_normal.assign(L.np / cols, 1);
   return L;
-}
-
-// A unit whose products with any other such unit are 0 or exact normal
-// floats (|u_a·u_b| in [2^-126, 2^126), at most 8 significant bits).
-bool unit_in_normal_range(float u) {
-  return u == 0.0f || (std::fabs(u) >= 0x1p-63f && std::fabs(u) < 0x1p63f);  // false for NaN
-}
-
-// Rows [r0, r1) of A, unpacked, into the layout.
-void layout_a_rows(const PackedOperand& a, IntLayout& L, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t q = 0; q < L.kpad / 4; ++q) L.a[r * (L.kpad / 4) + q] = byte_quad(a.n.data() + r * L.kpad + 4 * q, kAOffset);
-  for (int64_t r = r0; r < r1; ++r)
-    L.a_units_normal[r] = std::all_of(a.unit.begin() + r * L.blocks, a.unit.begin() + (r + 1) * L.blocks,
-                                      unit_in_normal_range);
-  std::copy(a.unit.begin() + r0 * L.blocks, a.unit.begin() + r1 * L.blocks, L.ua.begin() + r0 * L.blocks);
-  std::copy(a.unit_m.begin() + r0 * L.blocks, a.unit_m.begin() + r1 * L.blocks, L.am.begin() + r0 * L.blocks);
-  std::copy(a.unit_e.begin() + r0 * L.blocks, a.unit_e.begin() + r1 * L.blocks, L.ae.begin() + r0 * L.blocks);
-}
-
-// The columns of B in panel `panel`, unpacked, into the layout.
-void layout_b_panel(const PackedOperand& b, IntLayout& L, int64_t panel) {
-  const int64_t cols = L.cols;
-  for (int64_t j = panel * cols; j < std::min(L.n, (panel + 1) * cols); ++j) {
-    const int8_t* col = b.n.data() + j * b.kpad;
-    const int64_t c = j - panel * cols;
-    uint32_t* dst = L.b.data() + panel * (L.kpad / 4) * cols + c;
-    for (int64_t q = 0; q < L.kpad / 4; ++q) dst[q * cols] = byte_quad(col + 4 * q, 0);
-    for (int64_t kb = 0; kb < L.blocks; ++kb) {
-      int32_t sum = 0;
-      for (int e = 0; e < L.block; ++e) sum += col[kb * L.block + e];
-      const int64_t at = (panel * L.blocks + kb) * cols + c;
-      L.b_offset_sums[at] = kAOffset * sum;
-      L.ub[at] = b.unit[b.block_index(j, kb)];
-      if (!unit_in_normal_range(L.ub[at])) L.b_panel_units_normal[panel] = 0;
-      L.bm[at] = b.unit_m[b.block_index(j, kb)];
-      L.be[at] = b.unit_e[b.block_index(j, kb)];
-    }
-  }
 }
 
 // Per row of an operand: whether it holds a NaN block, and the range of the
@@ -533,6 +544,55 @@ void row_facts(const PackedOperand& p, RowFacts& f, int64_t r0, int64_t r1) {
   }
 }
 
+// `exact`'s unit relative to the smallest exponent of its row (IntLayout::
+// ua_rel), m·2^(e − emin), e ≥ emin for a nonzero unit: exact for the spreads
+// ExactSumsTile takes; beyond 2^127, where it never goes, +Inf.
+float relative_unit(int8_t m, int16_t e, int emin) {
+  const int shift = e - emin;
+  if (m == 0) return 0.0f;
+  if (shift > 127) return INFINITY;
+  return static_cast<float>(m) * std::bit_cast<float>(static_cast<uint32_t>(127 + shift) << 23);
+}
+
+// A unit whose products with any other such unit are 0 or exact normal
+// floats (|u_a·u_b| in [2^-126, 2^112), at most 8 significant bits).
+bool unit_in_normal_range(float u) {
+  return u == 0.0f || (std::fabs(u) >= 0x1p-63f && std::fabs(u) < 0x1p56f);  // false for NaN
+}
+
+// Rows [r0, r1) of A, unpacked, into the layout; `fa` holds their facts.
+void layout_a_rows(const PackedOperand& a, const RowFacts& fa, IntLayout& L, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t q = 0; q < L.kpad / 4; ++q) L.a[r * (L.kpad / 4) + q] = byte_quad(a.n.data() + r * L.kpad + 4 * q, kAOffset);
+  for (int64_t r = r0; r < r1; ++r)
+    L.a_units_normal[r] = std::all_of(a.unit.begin() + r * L.blocks, a.unit.begin() + (r + 1) * L.blocks,
+                                      unit_in_normal_range);
+  std::copy(a.unit.begin() + r0 * L.blocks, a.unit.begin() + r1 * L.blocks, L.ua.begin() + r0 * L.blocks);
+  for (int64_t i = r0 * L.blocks; i < r1 * L.blocks; ++i)
+    L.ua_rel[i] = relative_unit(a.unit_m[i], a.unit_e[i], fa.emin[i / L.blocks]);
+}
+
+// The columns of B in panel `panel`, unpacked, into the layout; `fb` holds
+// their facts.
+void layout_b_panel(const PackedOperand& b, const RowFacts& fb, IntLayout& L, int64_t panel) {
+  const int64_t cols = L.cols;
+  for (int64_t j = panel * cols; j < std::min(L.n, (panel + 1) * cols); ++j) {
+    const int8_t* col = b.n.data() + j * b.kpad;
+    const int64_t c = j - panel * cols;
+    uint32_t* dst = L.b.data() + panel * (L.kpad / 4) * cols + c;
+    for (int64_t q = 0; q < L.kpad / 4; ++q) dst[q * cols] = byte_quad(col + 4 * q, 0);
+    for (int64_t kb = 0; kb < L.blocks; ++kb) {
+      int32_t sum = 0;
+      for (int e = 0; e < L.block; ++e) sum += col[kb * L.block + e];
+      const int64_t at = (panel * L.blocks + kb) * cols + c;
+      L.b_offset_sums[at] = kAOffset * sum;
+      L.ub[at] = b.unit[b.block_index(j, kb)];
+      if (!unit_in_normal_range(L.ub[at])) L.b_panel_units_normal[panel] = 0;
+      L.ub_rel[at] = relative_unit(b.unit_m[b.block_index(j, kb)], b.unit_e[b.block_index(j, kb)], fb.emin[j]);
+    }
+  }
+}
+
 // The integer dot products carry no sign of zero: an `exact` result +0 is
 // −0 when every element product is −0 (then the sum is exactly zero).
 // block_fp32 needs no such step: its accumulator starts at +0.
@@ -545,6 +605,20 @@ float exact_zero_sign(float r, const PackedOperand& a, int64_t i, const PackedOp
 // (|t| < 2^24), shifted to the smallest exponent, sum exactly in one int64.
 int int64_spread_limit(int64_t blocks) {
   return 62 - 24 - static_cast<int>(std::bit_width(static_cast<uint64_t>(blocks)));
+}
+
+// The same in double (ExactSumsTile): every partial sum an integer below 2^53.
+int double_spread_limit(int64_t blocks) {
+  return 53 - 24 - static_cast<int>(std::bit_width(static_cast<uint64_t>(blocks)));
+}
+
+// sum·2^base rounded once to fp32, for an integer sum below 2^53 in
+// magnitude (ExactSumsTile's): the product is exact in double for these
+// bases (packed units give |base| of a few hundred), and the conversion
+// rounds once (RNE, subnormals, overflow to ±Inf), as round_scaled_to_fp32.
+float round_double_sum_to_fp32(double sum, int base) {
+  if (base < -1022 || base > 960) return round_scaled_to_fp32(static_cast<int64_t>(sum), base);
+  return static_cast<float>(sum * std::bit_cast<double>(static_cast<uint64_t>(base + 1023) << 52));
 }
 
 // exact and block_fp32 from one output's block dot products (dots[kb] at
@@ -616,37 +690,45 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
     std::vector<float> out(kTileRows * cols);
     std::vector<int32_t> dots(fused ? 0 : L.blocks * kTileRows * cols);
     std::vector<Term> terms(L.blocks);
-    std::vector<int32_t> base(model == GemmModel::exact ? kTileRows * cols : 0);
-    std::vector<int64_t> sums(base.size());
+    std::vector<double> sums(model == GemmModel::exact ? kTileRows * cols : 0);
     const auto tile = [&](int64_t i0, int64_t j0) {
       if (model == GemmModel::exact) {
-        // Every output of the tile within the int64 spread: its sums in
-        // vector lanes (ExactSumsTile); else combine_dots, one by one.
-        bool lanes = true;
-        for (int ii = 0; ii < kTileRows; ++ii)
-          for (int64_t jj = 0; jj < cols; ++jj) {
-            const int64_t i = i0 + ii, j = j0 + jj;
-            int32_t& b0 = base[ii * cols + jj];
-            b0 = 0;
-            if (i >= L.m || j >= L.n) continue;
-            b0 = fa.emin[i] + fb.emin[j];
-            lanes = lanes && fa.emax[i] + fb.emax[j] - b0 <= int64_spread_limit(L.blocks);
-          }
-        if (lanes) {
-          HWY_DYNAMIC_DISPATCH(ExactSumsTile)(L, i0, j0, base.data(), sums.data());
-          for (int ii = 0; ii < kTileRows && i0 + ii < L.m; ++ii)
-            for (int64_t jj = 0; jj < cols && j0 + jj < L.n; ++jj) {
-              const int64_t i = i0 + ii, j = j0 + jj;
-              c[i * L.n + j] = fa.nan[i] || fb.nan[j] ? NAN
-                                                      : exact_zero_sign(round_scaled_to_fp32(sums[ii * cols + jj],
-                                                                                             base[ii * cols + jj]),
-                                                                        a, i, b, j);
+        // Every output of the tile within the double spread (the widest row
+        // spread plus the widest column spread): its sums in vector lanes
+        // (ExactSumsTile); else combine_dots, one by one.
+        const int64_t i1 = std::min(L.m, i0 + kTileRows), j1 = std::min(L.n, j0 + cols);
+        int spread_a = 0, spread_b = 0;
+        for (int64_t i = i0; i < i1; ++i) spread_a = std::max(spread_a, fa.emax[i] - fa.emin[i]);
+        for (int64_t j = j0; j < j1; ++j) spread_b = std::max(spread_b, fb.emax[j] - fb.emin[j]);
+        if (spread_a + spread_b <= double_spread_limit(L.blocks)) {
+          HWY_DYNAMIC_DISPATCH(ExactSumsTile)(L, i0, j0, sums.data());
+          const int* emin_b = fb.emin.data();
+          const uint8_t* nan_b = fb.nan.data();
+          for (int64_t i = i0; i < i1; ++i) {
+            const double* row_sums = sums.data() + (i - i0) * cols - j0;
+            float* c_row = c + i * L.n;
+            const int emin_a = fa.emin[i];
+            const bool nan_a = fa.nan[i];
+            for (int64_t j = j0; j < j1; ++j) {
+              float r = round_double_sum_to_fp32(row_sums[j], emin_a + emin_b[j]);
+              if (nan_a || nan_b[j]) r = NAN;
+              else if (r == 0.0f) r = exact_zero_sign(r, a, i, b, j);
+              c_row[j] = r;
             }
+          }
           return;
         }
       }
-      if (fused) HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data());
-      else HWY_DYNAMIC_DISPATCH(BlockDotsTile)(L, i0, j0, dots.data());
+      if (fused) {
+        // A whole tile straight into C; an edge tile through `out`.
+        if (i0 + kTileRows <= L.m && j0 + cols <= L.n) {
+          HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, c + i0 * L.n + j0, L.n);
+          return;
+        }
+        HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data(), cols);
+      } else {
+        HWY_DYNAMIC_DISPATCH(BlockDotsTile)(L, i0, j0, dots.data());
+      }
       for (int ii = 0; ii < kTileRows && i0 + ii < L.m; ++ii)
         for (int64_t jj = 0; jj < cols && j0 + jj < L.n; ++jj) {
           float& dst = c[(i0 + ii) * L.n + j0 + jj];
@@ -666,15 +748,15 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
       if (job < a_chunks) {
         const int64_t r0 = job * kChunkRows, r1 = std::min(L.m, r0 + kChunkRows);
         unpack_rows(*a_op.source, a_op.tables, a, r0, r1, codes.data());
-        layout_a_rows(a, L, r0, r1);
         row_facts(a, fa, r0, r1);
+        layout_a_rows(a, fa, L, r0, r1);
         a_ready[job].store(1, std::memory_order_release);
       } else {
         const int64_t panel = job - a_chunks;
         const int64_t j0 = panel * cols, j1 = std::min(L.n, j0 + cols);
         unpack_rows(*b_op.source, b_op.tables, b, j0, j1, codes.data());
-        layout_b_panel(b, L, panel);
         row_facts(b, fb, j0, j1);
+        layout_b_panel(b, fb, L, panel);
         panel_ready[panel].store(1, std::memory_order_release);
         panel_tiles(panel);
       }
