@@ -361,7 +361,8 @@ TEST(GemmDecode, EveryTargetMatchesTheIntegerForm) {
     if (r.fake_quant_only) continue;
     const int block = block_size(r.format);
     for (int64_t k : {int64_t{7}, int64_t{3} * block + 5, int64_t{4} * block})
-      for (std::optional<NibbleOrder> order : {std::optional<NibbleOrder>{}, std::optional{NibbleOrder::split_half}})
+      for (std::optional<NibbleOrder> order : {std::optional<NibbleOrder>{}, std::optional{NibbleOrder::high_first},
+                                               std::optional{NibbleOrder::split_half}})
         for (auto [side, layout] : {std::pair{Side::a, BLayout::kn}, {Side::b, BLayout::kn}, {Side::b, BLayout::nk}}) {
           const int axis = k_axis(side, layout);
           std::vector<int64_t> shape = {11, 11};

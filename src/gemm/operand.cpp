@@ -8,6 +8,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
@@ -184,20 +185,54 @@ void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOpera
   // random signs mispredicts half the time).
   std::array<uint8_t, 16> sign_bit{};
   for (int c = 0; c < 16; ++c) sign_bit[c] = static_cast<uint8_t>(integers[c] < 0 || tables.negative_zero[c]);
+  // MXFP4 and NVFP4 in a position-local nibble order (unpack_row's first
+  // case): the two elements of a byte, N and sign bit, from one lookup of the
+  // byte (callgrind, NVFP4: 10 instructions per element, 21 a code at a time).
+  const bool byte_pairs = p.format != Format::hif4 && p.nibble_order != NibbleOrder::split_half;
+  std::array<std::array<int8_t, 2>, 256> pair_n{};
+  std::array<std::array<uint8_t, 2>, 256> pair_sign{};
+  if (byte_pairs) {
+    const int first = p.nibble_order == NibbleOrder::low_first ? 0 : 4;
+    for (int byte = 0; byte < 256; ++byte) {
+      const int c0 = (byte >> first) & 0xF, c1 = (byte >> (4 - first)) & 0xF;
+      pair_n[byte] = {integers[c0], integers[c1]};
+      pair_sign[byte] = {sign_bit[c0], sign_bit[c1]};
+    }
+  }
+  // Block b of row r: its unit; returns its scale word.
+  const auto read_unit = [&](int64_t r, int64_t b) {
+    const uint32_t word = scale_word(p, o.block_index(r, b));
+    const float u = units[word & 0xFF];
+    o.unit[o.block_index(r, b)] = u;
+    const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
+    o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
+    o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
+    return word;
+  };
   for (int64_t r = r0; r < r1; ++r) {
-    unpack_row(p.codes.data() + r * (o.kpad / 2), p.nibble_order, o.block, o.kpad, codes);
     int8_t* row_n = o.n.data() + r * o.kpad;
+    uint8_t* row_sign = o.sign.data() + r * o.kpad;
+    const uint8_t* row_bytes = p.codes.data() + r * (o.kpad / 2);
+    if (byte_pairs) {
+      for (int64_t b = 0; b < o.blocks; ++b) read_unit(r, b);
+      // Elements [0, k) only: the padding stays 0 (packed_operand_shell).
+      for (int64_t i = 0; i < o.k / 2; ++i) {
+        std::memcpy(row_n + 2 * i, pair_n[row_bytes[i]].data(), 2);
+        std::memcpy(row_sign + 2 * i, pair_sign[row_bytes[i]].data(), 2);
+      }
+      if (o.k % 2) {
+        row_n[o.k - 1] = pair_n[row_bytes[o.k / 2]][0];
+        row_sign[o.k - 1] = pair_sign[row_bytes[o.k / 2]][0];
+      }
+      continue;
+    }
+    unpack_row(row_bytes, p.nibble_order, o.block, o.kpad, codes);
     for (int64_t b = 0; b < o.blocks; ++b) {
-      const uint32_t word = scale_word(p, o.block_index(r, b));
-      const float u = units[word & 0xFF];
-      o.unit[o.block_index(r, b)] = u;
-      const Dyadic d = std::isnan(u) ? Dyadic{} : split_fp32(u);
-      o.unit_m[o.block_index(r, b)] = static_cast<int8_t>(d.m);
-      o.unit_e[o.block_index(r, b)] = static_cast<int16_t>(d.e);
+      const uint32_t word = read_unit(r, b);
       const int count = static_cast<int>(std::min<int64_t>(o.block, o.k - b * o.block));
       const uint8_t* block_codes = codes + b * o.block;
       int8_t* block_n = row_n + b * o.block;
-      uint8_t* block_sign = o.sign.data() + r * o.kpad + b * o.block;
+      uint8_t* block_sign = row_sign + b * o.block;
       for (int j = 0; j < count; ++j) block_sign[j] = sign_bit[block_codes[j]];
       if (p.format != Format::hif4) {
         for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
@@ -218,8 +253,8 @@ PackedOperand unpack_operand(const PackedTensor& p, Side side, BLayout layout, i
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint8_t> codes(o.kpad);
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t r = 0; r < o.rows; ++r) unpack_rows(p, tables, o, r, r + 1, codes.data());
+#pragma omp for schedule(dynamic)
+    for (int64_t r0 = 0; r0 < o.rows; r0 += 16) unpack_rows(p, tables, o, r0, std::min(o.rows, r0 + 16), codes.data());
   }
   return o;
 }
