@@ -8,7 +8,8 @@
 // (N_a[4q] .. N_a[4q+3]) of a row of A is broadcast and multiplied with the
 // quads of kTileVecs·Lanes columns of B, byte by byte, the pairs summed into
 // int16 lanes (QuadPairProducts: pmaddubsw on x86, u8×s8), the int16 sums
-// widened to int32 once per 32 elements (pmaddwd with ones). pmaddubsw needs
+// widened to int32 once per kWidenQuads quads, at most 32 elements (pmaddwd
+// with ones). pmaddubsw needs
 // one unsigned factor: A's bytes are N_a + kAOffset, and the block's
 // kAOffset·Σ N_b is subtracted afterwards. |d| ≤ 64·28·28 < 2^16.
 //
@@ -245,12 +246,18 @@ HWY_INLINE hn::Vec<D16> QuadPairProducts(D16 d16, V8U a, V8I b) {
 // many for `exact`'s int64 halves), B's vectors and A's broadcast: 4 rows
 // (19, 27 for `exact`) fit the 32 registers of AVX-512 and Arm; the 16 of
 // AVX2 and SSE4 take 2 rows (11, 15), where 4 spilled every block.
+// Quads summed in int16 lanes before a widening: kQuadsPerWiden (the bound)
+// on 32 registers; 4 on 16, where MXFP4's and HiF4's 8 spilled (GCC forms
+// all their byte products before adding them; callgrind: 4 is 4-9% fewer
+// tile instructions).
 #if HWY_ARCH_X86 && HWY_MAX_BYTES < 64
 constexpr int kPassRows = 2;
+constexpr int kWidenQuads = 4;
 #else
 constexpr int kPassRows = kTileRows;
+constexpr int kWidenQuads = kQuadsPerWiden;
 #endif
-static_assert(kTileRows % kPassRows == 0);
+static_assert(kTileRows % kPassRows == 0 && kWidenQuads <= kQuadsPerWiden);
 
 // body(std::integral_constant<int, block>{}) for the layout's block size: the
 // quad loops of ForEachBlockDot unroll whole for a block size known at
@@ -276,7 +283,7 @@ HWY_INLINE void ForEachBlockDot(const IntLayout& op, int64_t i0, int64_t j0, con
   const hn::RebindToUnsigned<decltype(d32)> du32;
   using V = hn::Vec<decltype(d32)>;
   using V16 = hn::Vec<decltype(d16)>;
-  constexpr int kQuads = kBlock / 4, kWiden = kQuads < kQuadsPerWiden ? kQuads : kQuadsPerWiden;
+  constexpr int kQuads = kBlock / 4, kWiden = kQuads < kWidenQuads ? kQuads : kWidenQuads;
   const size_t lanes = hn::Lanes(d32);
   const uint32_t* a_quads[kPassRows];
   for (int ii = 0; ii < kPassRows; ++ii) a_quads[ii] = op.a.data() + (i0 + ii) * (op.kpad / 4);
