@@ -57,15 +57,21 @@ void apply_epilogue(std::optional<float> alpha, const GemmOptions& o, Tensor& d)
   const int64_t n = d.shape[1];
   const float* bias = o.bias ? o.bias->data.data() : nullptr;
   const float* c = o.c ? o.c->data.data() : nullptr;
-  for (int64_t idx = 0; idx < static_cast<int64_t>(d.data.size()); ++idx) {
-    float& v = d.data[idx];
-    if (bias) v = std::fma(alpha.value_or(1.0f), v, bias[idx % n]);
-    else if (alpha) v = *alpha * v;
-    if (c) v = std::fma(o.beta, c[idx], v);
-    // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
-    // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose.
-    if (std::isnan(v)) v = std::bit_cast<float>(kGemmNaNBits);
-  }
+  const int64_t size = static_cast<int64_t>(d.data.size());
+  float* v = d.data.data();
+  if (bias || c)
+    for (int64_t idx = 0; idx < size; ++idx) {
+      if (bias) v[idx] = std::fma(alpha.value_or(1.0f), v[idx], bias[idx % n]);
+      else if (alpha) v[idx] = *alpha * v[idx];
+      if (c) v[idx] = std::fma(o.beta, c[idx], v[idx]);
+    }
+  else if (alpha)
+    for (int64_t idx = 0; idx < size; ++idx) v[idx] = *alpha * v[idx];
+  // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
+  // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose. (A pass
+  // of its own, branch-free: the compiler vectorises it and the multiply.)
+  const float nan = std::bit_cast<float>(kGemmNaNBits);
+  for (int64_t idx = 0; idx < size; ++idx) v[idx] = std::isnan(v[idx]) ? nan : v[idx];
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 // quads of kTileVecs·Lanes columns of B, byte by byte, the pairs summed into
 // int16 lanes (QuadPairProducts: pmaddubsw on x86, u8×s8), the int16 sums
 // widened to int32 once per kWidenQuads quads, at most 32 elements (pmaddwd
-// with ones). pmaddubsw needs
-// one unsigned factor: A's bytes are N_a + kAOffset, and the block's
-// kAOffset·Σ N_b is subtracted afterwards. |d| ≤ 64·28·28 < 2^16.
+// with ones). pmaddubsw needs one unsigned factor: A's bytes are
+// N_a + kAOffset, and the block's kAOffset·Σ N_b is subtracted afterwards.
+// |d| ≤ 64·28·28 < 2^16.
 //
 // block_fp32 with one block per step: q = fp32(d·u_a·u_b) is one fp32
 // multiply of float(d) (exact) by f = u_a·u_b, which is exact whenever it is a
