@@ -243,7 +243,7 @@ HWY_INLINE hn::Vec<D16> QuadPairProducts(D16 d16, V8U a, V8I b) {
 // Rows of A per pass of a tile: a tile's kTileRows rows run in passes of
 // kPassRows, each pass streaming the panel of B once. Its live vectors are
 // kPassRows·kTileVecs int16 pair sums and as many accumulators (twice as
-// many for `exact`'s int64 halves), B's vectors and A's broadcast: 4 rows
+// many for `exact`'s double halves), B's vectors and A's broadcast: 4 rows
 // (19, 27 for `exact`) fit the 32 registers of AVX-512 and Arm; the 16 of
 // AVX2 and SSE4 take 2 rows (11, 15), where 4 spilled every block.
 // Quads summed in int16 lanes before a widening: kQuadsPerWiden (the bound)
