@@ -8,7 +8,11 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/error.hpp"
@@ -16,6 +20,17 @@
 #include "fp4emu/quant/reference.hpp"
 
 namespace fp4emu::gemm_detail {
+
+void* allocate_large_buffer(size_t bytes) {
+  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice: failure leaves 4 KiB pages
+  return p;
+}
+
+void free_large_buffer(void* p) noexcept { std::free(p); }
+
 namespace {
 
 std::string shape_string(const std::vector<int64_t>& shape) {

@@ -8,6 +8,7 @@
 // from one place; the integers come from the element codecs.
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,35 @@ struct Dyadic {
 // Splits a finite fp32 value exactly: x = m·2^e with m odd, or m = 0.
 Dyadic split_fp32(float x);
 
+// GEMM working buffers of 2 MiB and more start on a 2 MiB boundary with
+// transparent huge pages asked for (madvise; only advice, and ignored where
+// the system has them off): a call's fresh buffers (about 12 MB at 1024³)
+// otherwise fault in 4 KiB at a time, which took a quarter to a third of
+// block_fp32's time at 1024³ (docs/gemm.md "Speed").
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+void* allocate_large_buffer(size_t bytes);  // bytes >= kHugePageBytes; never null
+void free_large_buffer(void* p) noexcept;
+
+template <class T>
+struct LargeBufferAllocator {
+  using value_type = T;
+  LargeBufferAllocator() = default;
+  template <class U>
+  LargeBufferAllocator(const LargeBufferAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>().allocate(n);
+    return static_cast<T*>(allocate_large_buffer(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>().deallocate(p, n);
+    free_large_buffer(p);
+  }
+  template <class U>
+  bool operator==(const LargeBufferAllocator<U>&) const noexcept { return true; }
+};
+template <class T>
+using LargeBuffer = std::vector<T, LargeBufferAllocator<T>>;
+
 struct PackedOperand {
   Format format = Format::mxfp4;
   int64_t rows = 0;    // m for A, n for B
@@ -41,13 +71,13 @@ struct PackedOperand {
   int64_t kpad = 0;    // k rounded up to the block
   int block = 0;
   int64_t blocks = 0;  // kpad / block
-  std::vector<int8_t> n;       // rows × kpad integers, 0 beyond k
+  LargeBuffer<int8_t> n;       // rows × kpad integers, 0 beyond k
   // rows × kpad: the sign bit of each element's value, 1 for N < 0 and for
   // −0 (E2M1/S1P2 code 0x8 where the recipe's decoder keeps the sign)
-  std::vector<uint8_t> sign;
-  std::vector<float> unit;     // rows × blocks; NaN marks a NaN block
-  std::vector<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
-  std::vector<int16_t> unit_e;
+  LargeBuffer<uint8_t> sign;
+  LargeBuffer<float> unit;     // rows × blocks; NaN marks a NaN block
+  LargeBuffer<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
+  LargeBuffer<int16_t> unit_e;
 
   int64_t block_index(int64_t row, int64_t kb) const { return row * blocks + kb; }
 };
@@ -87,7 +117,7 @@ void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOpera
 // zero-filling W's fp32 copy first (180 MB at 4096×11008) took a quarter of
 // the `fast` model's time (docs/gemm.md "Speed").
 template <class T>
-struct UninitialisedAllocator : std::allocator<T> {
+struct UninitialisedAllocator : LargeBufferAllocator<T> {
   template <class U>
   struct rebind {
     using other = UninitialisedAllocator<U>;

@@ -77,16 +77,16 @@ struct IntLayout {
   int block = 0;
   // A quad (N[4q] .. N[4q+3]) is one uint32, element 4q in the low byte:
   // A's bytes are N + kAOffset (uint8), B's are N (int8).
-  std::vector<uint32_t> a;  // mp × kpad/4
-  std::vector<uint32_t> b;  // [np/cols][kpad/4][cols]
-  std::vector<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
-  std::vector<float> ua;  // mp × blocks
-  std::vector<float> ub;  // [np/cols][blocks][cols]
+  LargeBuffer<uint32_t> a;  // mp × kpad/4
+  LargeBuffer<uint32_t> b;  // [np/cols][kpad/4][cols]
+  LargeBuffer<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
+  LargeBuffer<float> ua;  // mp × blocks
+  LargeBuffer<float> ub;  // [np/cols][blocks][cols]
   // `exact` only: unit_m · 2^(unit_e − emin) (operand.hpp), emin the smallest
   // exponent of the row's / column's nonzero units (RowFacts), 0 for a zero
   // unit; laid out as ua / ub. Where an output's exponents span at most
   // double_spread_limit these are exact integers below 2^(4 + spread).
-  std::vector<float> ua_rel, ub_rel;
+  LargeBuffer<float> ua_rel, ub_rel;
   // 1 where every unit of a row of A (mp) / of a panel of B (np/cols) is 0 or
   // normal with |u| in [2^-63, 2^56): then every unit product of a tile is 0
   // or an exact normal float below 2^112, and BlockFp32Tile skips its
