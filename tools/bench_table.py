@@ -89,7 +89,8 @@ FAKE_QUANT_TARGET = {"hif4": 0.6, "mxfp4": 0.8, "nvfp4": 0.8}
 AVX2_TARGET = 0.5
 # Block size and scale bytes per block of each format.
 BLOCK = {"hif4": (64, 4), "mxfp4": (32, 1), "nvfp4": (16, 1)}
-# NVFP4 rules with no per-tensor scale: their fake-quant skips the tensor amax pass.
+# NVFP4 rules with no per-tensor scale: their fake-quant skips the tensor amax
+# pass, and their quantize takes the amax run by run from cache (driver.cpp).
 NV_SINGLE_LEVEL = ("nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.ggml")
 
 
@@ -102,7 +103,7 @@ def bytes_per_element(op, recipe):
     packed = 0.5 + scale_bytes / block
     passes = 0
     if fmt == "nvfp4" and op != "dequantize":
-        passes += 0 if op == "fake_quant" and recipe in NV_SINGLE_LEVEL else 1
+        passes += 0 if recipe in NV_SINGLE_LEVEL else 1
         passes += 1 if recipe == "nvfp4.te_2d" else 0
     return {"fake_quant": 8, "quantize": 4 + packed, "dequantize": packed + 4}[op] + 4 * passes
 
