@@ -198,7 +198,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
 
   Tensor c;
   c.shape = {m, n};
-  c.data.assign(m * n, 0.0f);
+  if (!packed_simd) c.data.assign(m * n, 0.0f);  // simd_packed_gemm allocates it in its parallel region
   // The fp32 rows of an operand: its values when dense or decoded, else
   // to_fp32_rows of its integer form, held in `held`.
   std::vector<float> held_a, held_b;
@@ -226,7 +226,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
     case GemmModel::exact:
     case GemmModel::block_fp32:
       if (packed_simd) {
-        simd_packed_gemm(a, b, options.model, options.blocks_per_step, threads, c.data.data());
+        simd_packed_gemm(a, b, options.model, options.blocks_per_step, threads, c.data);
         break;
       }
       // Dense operands and the scalar implementation: the scalar form per

@@ -26,8 +26,10 @@ float fma_fp32_dot(const Operand& a, int64_t i, const Operand& b, int64_t j);
 bool simd_kernels_available();
 // Packed × packed, exact or block_fp32: integer SIMD block dot products.
 // a and b come from make_operand(..., OperandForm::deferred); their rows are
-// unpacked here, inside the product's one parallel region.
-void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_step, int threads, float* c);
+// unpacked here, inside the product's one parallel region; c (m×n) is
+// allocated there too.
+void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_step, int threads,
+                      std::vector<float>& c);
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
 void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);

@@ -184,8 +184,8 @@ PackedOperand packed_operand_shape(const PackedTensor& p) {
 
 PackedOperand packed_operand_shell(const PackedTensor& p) {
   PackedOperand o = packed_operand_shape(p);
-  o.n.assign(o.rows * o.kpad, 0);
-  o.sign.assign(o.rows * o.kpad, 0);
+  o.n.resize(o.rows * o.kpad);
+  o.sign.resize(o.rows * o.kpad);
   o.unit.resize(o.rows * o.blocks);
   o.unit_m.resize(o.rows * o.blocks);
   o.unit_e.resize(o.rows * o.blocks);
@@ -228,9 +228,12 @@ void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOpera
     int8_t* row_n = o.n.data() + r * o.kpad;
     uint8_t* row_sign = o.sign.data() + r * o.kpad;
     const uint8_t* row_bytes = p.codes.data() + r * (o.kpad / 2);
+    // The padding beyond k reads as 0 whatever its codes.
+    std::fill(row_n + o.k, row_n + o.kpad, int8_t{0});
+    std::fill(row_sign + o.k, row_sign + o.kpad, uint8_t{0});
     if (byte_pairs) {
       for (int64_t b = 0; b < o.blocks; ++b) read_unit(r, b);
-      // Elements [0, k) only: the padding stays 0 (packed_operand_shell).
+      // Elements [0, k) only: the padding is 0 (above).
       for (int64_t i = 0; i < o.k / 2; ++i) {
         std::memcpy(row_n + 2 * i, pair_n[row_bytes[i]].data(), 2);
         std::memcpy(row_sign + 2 * i, pair_sign[row_bytes[i]].data(), 2);

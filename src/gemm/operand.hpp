@@ -64,6 +64,34 @@ struct LargeBufferAllocator {
 template <class T>
 using LargeBuffer = std::vector<T, LargeBufferAllocator<T>>;
 
+// Leaves the elements of a resize() uninitialised, for buffers written whole
+// before they are read (decoded operands, fma_fp32's panels, the unpacked
+// operands and integer layouts): zero-filling W's fp32 copy first (180 MB at
+// 4096×11008) took a quarter of the `fast` model's time, and the zero-fills
+// of block_fp32's buffers ran on the calling thread before its parallel
+// region, a quarter of a 2-thread call at 1024³ (docs/gemm.md "Speed").
+template <class T>
+struct UninitialisedAllocator : LargeBufferAllocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  UninitialisedAllocator() = default;
+  template <class U>
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using UninitialisedBuffer = std::vector<T, UninitialisedAllocator<T>>;
+using Fp32Rows = UninitialisedBuffer<float>;
+
 struct PackedOperand {
   Format format = Format::mxfp4;
   int64_t rows = 0;    // m for A, n for B
@@ -71,13 +99,14 @@ struct PackedOperand {
   int64_t kpad = 0;    // k rounded up to the block
   int block = 0;
   int64_t blocks = 0;  // kpad / block
-  LargeBuffer<int8_t> n;       // rows × kpad integers, 0 beyond k
+  // Written whole by unpack_rows (packed_operand_shell leaves them unset).
+  UninitialisedBuffer<int8_t> n;       // rows × kpad integers, 0 beyond k
   // rows × kpad: the sign bit of each element's value, 1 for N < 0 and for
   // −0 (E2M1/S1P2 code 0x8 where the recipe's decoder keeps the sign)
-  LargeBuffer<uint8_t> sign;
-  LargeBuffer<float> unit;     // rows × blocks; NaN marks a NaN block
-  LargeBuffer<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
-  LargeBuffer<int16_t> unit_e;
+  UninitialisedBuffer<uint8_t> sign;
+  UninitialisedBuffer<float> unit;     // rows × blocks; NaN marks a NaN block
+  UninitialisedBuffer<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
+  UninitialisedBuffer<int16_t> unit_e;
 
   int64_t block_index(int64_t row, int64_t kb) const { return row * blocks + kb; }
 };
@@ -112,29 +141,6 @@ PackedOperand packed_operand_shell(const PackedTensor& p);
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
                  uint8_t* codes);
 
-// Leaves the elements of a resize() uninitialised, for fp32 rows that are
-// written whole before they are read (decoded operands, fma_fp32's panels):
-// zero-filling W's fp32 copy first (180 MB at 4096×11008) took a quarter of
-// the `fast` model's time (docs/gemm.md "Speed").
-template <class T>
-struct UninitialisedAllocator : LargeBufferAllocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  UninitialisedAllocator() = default;
-  template <class U>
-  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using Fp32Rows = std::vector<float, UninitialisedAllocator<float>>;
 
 // Dense operand as rows along k (A: its rows; B: its columns, which are the
 // rows of W as given with BLayout::nk), fp32 values.

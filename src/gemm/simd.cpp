@@ -77,16 +77,18 @@ struct IntLayout {
   int block = 0;
   // A quad (N[4q] .. N[4q+3]) is one uint32, element 4q in the low byte:
   // A's bytes are N + kAOffset (uint8), B's are N (int8).
-  LargeBuffer<uint32_t> a;  // mp × kpad/4
-  LargeBuffer<uint32_t> b;  // [np/cols][kpad/4][cols]
-  LargeBuffer<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
-  LargeBuffer<float> ua;  // mp × blocks
-  LargeBuffer<float> ub;  // [np/cols][blocks][cols]
+  // Written whole: the padding by int_layout_shell, the operands' rows by
+  // layout_a_rows and layout_b_panel inside the parallel region.
+  UninitialisedBuffer<uint32_t> a;  // mp × kpad/4
+  UninitialisedBuffer<uint32_t> b;  // [np/cols][kpad/4][cols]
+  UninitialisedBuffer<int32_t> b_offset_sums;  // [np/cols][blocks][cols]: kAOffset · Σ_{k∈block} N_b
+  UninitialisedBuffer<float> ua;  // mp × blocks
+  UninitialisedBuffer<float> ub;  // [np/cols][blocks][cols]
   // `exact` only: unit_m · 2^(unit_e − emin) (operand.hpp), emin the smallest
   // exponent of the row's / column's nonzero units (RowFacts), 0 for a zero
   // unit; laid out as ua / ub. Where an output's exponents span at most
   // double_spread_limit these are exact integers below 2^(4 + spread).
-  LargeBuffer<float> ua_rel, ub_rel;
+  UninitialisedBuffer<float> ua_rel, ub_rel;
   // 1 where every unit of a row of A (mp) / of a panel of B (np/cols) is 0 or
   // normal with |u| in [2^-63, 2^56): then every unit product of a tile is 0
   // or an exact normal float below 2^112, and BlockFp32Tile skips its
@@ -498,10 +500,12 @@ uint32_t byte_quad(const int8_t* n, int offset) {
   return q;
 }
 
-// The layout's arrays, sized and filled for the padding: padding rows and
+// The layout's arrays, sized, with the padding filled: padding rows and
 // columns get N = 0 and unit 1 (their lanes stay on the exact-f path and
-// never produce NaN) and ua_rel / ub_rel 0 (their `exact` terms are 0). The operands'
-// rows are laid out by layout_a_rows and layout_b_panel.
+// never produce NaN) and ua_rel / ub_rel 0 (their `exact` terms are 0). The
+// operands' rows are laid out by layout_a_rows and layout_b_panel, in the
+// parallel region: zero-filling all of it here, on the calling thread, was
+// a tenth of a 2-thread block_fp32 call at 1024³.
 IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64_t cols) {
   IntLayout L;
   L.m = a.rows;
@@ -513,13 +517,28 @@ IntLayout int_layout_shell(const PackedOperand& a, const PackedOperand& b, int64
   L.mp = round_up(L.m, kTileRows);
   L.np = round_up(L.n, cols);
   const int8_t zeros[4] = {};
-  L.a.assign(L.mp * L.kpad / 4, byte_quad(zeros, kAOffset));
-  L.b.assign(L.kpad / 4 * L.np, 0);
-  L.b_offset_sums.assign(L.blocks * L.np, 0);
-  L.ub.assign(L.blocks * L.np, 1.0f);
-  L.ua.assign(L.mp * L.blocks, 1.0f);
-  L.ua_rel.assign(L.mp * L.blocks, 0.0f);
-  L.ub_rel.assign(L.blocks * L.np, 0.0f);
+  L.a.resize(L.mp * L.kpad / 4);
+  L.b.resize(L.kpad / 4 * L.np);
+  L.b_offset_sums.resize(L.blocks * L.np);
+  L.ub.resize(L.blocks * L.np);
+  L.ua.resize(L.mp * L.blocks);
+  L.ua_rel.resize(L.mp * L.blocks);
+  L.ub_rel.resize(L.blocks * L.np);
+  std::fill(L.a.begin() + L.m * (L.kpad / 4), L.a.end(), byte_quad(zeros, kAOffset));
+  std::fill(L.ua.begin() + L.m * L.blocks, L.ua.end(), 1.0f);
+  std::fill(L.ua_rel.begin() + L.m * L.blocks, L.ua_rel.end(), 0.0f);
+  // B's padding columns, in its last panel.
+  const int64_t last = L.np / cols - 1;
+  for (int64_t j = L.n; j < L.np; ++j) {
+    const int64_t c = j - last * cols;
+    for (int64_t q = 0; q < L.kpad / 4; ++q) L.b[(last * (L.kpad / 4) + q) * cols + c] = 0;
+    for (int64_t kb = 0; kb < L.blocks; ++kb) {
+      const int64_t at = (last * L.blocks + kb) * cols + c;
+      L.b_offset_sums[at] = 0;
+      L.ub[at] = 1.0f;
+      L.ub_rel[at] = 0.0f;
+    }
+  }
   L.a_units_normal.assign(L.mp, 1);  // padding rows: unit 1
   L.b_panel_units_normal.assign(L.np / cols, 1);
   return L;
@@ -671,12 +690,13 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
 
 // One parallel region, no barrier but its end (on a shared machine each
 // barrier waits for a thread that may have lost its core). Jobs are handed
-// out in order from one counter: chunks of A's rows, then B's column panels.
-// A panel's job unpacks and lays out its columns, then runs its tiles, taken
-// from the panel's own counter; a thread without jobs left helps with the
-// tiles of panels already laid out. A tile waits only for its own rows of A
-// (a chunk handed out before any panel).
-void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_per_step, int threads, float* c) {
+// out in order from one counter: C's allocation, chunks of A's rows, then
+// B's column panels. A panel's job unpacks and lays out its columns, then
+// runs its tiles, taken from the panel's own counter; a thread without jobs
+// left helps with the tiles of panels already laid out. A tile waits only
+// for C and its own rows of A (jobs handed out before any panel).
+void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_per_step, int threads,
+                      std::vector<float>& c) {
   PackedOperand& a = a_op.packed;
   PackedOperand& b = b_op.packed;
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
@@ -689,8 +709,9 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
   std::vector<std::atomic<int>> a_ready(a_chunks);
   std::vector<std::atomic<int>> panel_ready(col_tiles);
   std::vector<std::atomic<int64_t>> panel_next_tile(col_tiles);
+  std::atomic<int> c_ready{0};
   std::atomic<int64_t> next_job{0};
-  const int64_t jobs = a_chunks + col_tiles;
+  const int64_t jobs = 1 + a_chunks + col_tiles;
 #pragma omp parallel num_threads(thread_count(threads))
   {
     std::vector<uint8_t> codes(L.kpad);
@@ -699,6 +720,7 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
     std::vector<Term> terms(L.blocks);
     std::vector<double> sums(model == GemmModel::exact ? kTileRows * cols : 0);
     const auto tile = [&](int64_t i0, int64_t j0) {
+      float* const cd = c.data();
       if (model == GemmModel::exact) {
         // Every output of the tile within the double spread (the widest row
         // spread plus the widest column spread): its sums in vector lanes
@@ -713,7 +735,7 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
           const uint8_t* nan_b = fb.nan.data();
           for (int64_t i = i0; i < i1; ++i) {
             const double* row_sums = sums.data() + (i - i0) * cols - j0;
-            float* c_row = c + i * L.n;
+            float* c_row = cd + i * L.n;
             const int emin_a = fa.emin[i];
             const bool nan_a = fa.nan[i];
             for (int64_t j = j0; j < j1; ++j) {
@@ -729,7 +751,7 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
       if (fused) {
         // A whole tile straight into C; an edge tile through `out`.
         if (i0 + kTileRows <= L.m && j0 + cols <= L.n) {
-          HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, c + i0 * L.n + j0, L.n);
+          HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, cd + i0 * L.n + j0, L.n);
           return;
         }
         HWY_DYNAMIC_DISPATCH(BlockFp32Tile)(L, i0, j0, out.data(), cols);
@@ -738,7 +760,7 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
       }
       for (int ii = 0; ii < kTileRows && i0 + ii < L.m; ++ii)
         for (int64_t jj = 0; jj < cols && j0 + jj < L.n; ++jj) {
-          float& dst = c[(i0 + ii) * L.n + j0 + jj];
+          float& dst = cd[(i0 + ii) * L.n + j0 + jj];
           if (fused) dst = out[ii * cols + jj];
           else dst = combine_dots(a, fa, i0 + ii, b, fb, j0 + jj, dots.data() + ii * cols + jj, kTileRows * cols,
                                   model, blocks_per_step, terms);
@@ -747,19 +769,25 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
     const auto panel_tiles = [&](int64_t panel) {
       for (int64_t t; (t = panel_next_tile[panel].fetch_add(1)) < row_tiles;) {
         const int64_t i0 = t * kTileRows;
-        while (!a_ready[i0 / kChunkRows].load(std::memory_order_acquire)) std::this_thread::yield();
+        while (!c_ready.load(std::memory_order_acquire) || !a_ready[i0 / kChunkRows].load(std::memory_order_acquire))
+          std::this_thread::yield();
         tile(i0, panel * cols);
       }
     };
     for (int64_t job; (job = next_job.fetch_add(1)) < jobs;) {
-      if (job < a_chunks) {
-        const int64_t r0 = job * kChunkRows, r1 = std::min(L.m, r0 + kChunkRows);
+      if (job == 0) {
+        // C's fresh pages (4 MB at 1024³) fault in beside the unpacking:
+        // on the calling thread before the region they took 3 ms.
+        c.assign(L.m * L.n, 0.0f);
+        c_ready.store(1, std::memory_order_release);
+      } else if (job <= a_chunks) {
+        const int64_t r0 = (job - 1) * kChunkRows, r1 = std::min(L.m, r0 + kChunkRows);
         unpack_rows(*a_op.source, a_op.tables, a, r0, r1, codes.data());
         row_facts(a, fa, r0, r1);
         layout_a_rows(a, fa, L, r0, r1);
-        a_ready[job].store(1, std::memory_order_release);
+        a_ready[job - 1].store(1, std::memory_order_release);
       } else {
-        const int64_t panel = job - a_chunks;
+        const int64_t panel = job - 1 - a_chunks;
         const int64_t j0 = panel * cols, j1 = std::min(L.n, j0 + cols);
         unpack_rows(*b_op.source, b_op.tables, b, j0, j1, codes.data());
         row_facts(b, fb, j0, j1);
