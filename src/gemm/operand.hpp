@@ -35,14 +35,18 @@ struct Dyadic {
 // Splits a finite fp32 value exactly: x = m·2^e with m odd, or m = 0.
 Dyadic split_fp32(float x);
 
-// GEMM working buffers of 2 MiB and more start on a 2 MiB boundary with
+// GEMM working buffers of 1 MiB and more take whole 2 MiB pages, with
 // transparent huge pages asked for (madvise; only advice, and ignored where
-// the system has them off): a call's fresh buffers (about 12 MB at 1024³)
-// otherwise fault in 4 KiB at a time, which took a quarter to a third of
-// block_fp32's time at 1024³ (docs/gemm.md "Speed").
+// the system has them off): a call's fresh buffers (about 12 MB at 1024³,
+// 1 MiB each but C) otherwise fault in 4 KiB at a time, which took a quarter
+// to a third of block_fp32's time at 1024³ (docs/gemm.md "Speed").
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
-void* allocate_large_buffer(size_t bytes);  // bytes >= kHugePageBytes; never null
-void free_large_buffer(void* p) noexcept;
+inline constexpr size_t kLargeBufferBytes = kHugePageBytes / 2;
+void* allocate_large_buffer(size_t bytes);  // bytes >= kLargeBufferBytes; never null
+void free_large_buffer(void* p, size_t bytes) noexcept;
+// Asks for huge pages on the whole 2 MiB pages within [p, p + bytes), for
+// buffers allocated elsewhere (C, a std::vector) before they are written.
+void advise_huge_pages(void* p, size_t bytes) noexcept;
 
 template <class T>
 struct LargeBufferAllocator {
@@ -51,12 +55,12 @@ struct LargeBufferAllocator {
   template <class U>
   LargeBufferAllocator(const LargeBufferAllocator<U>&) noexcept {}
   T* allocate(size_t n) {
-    if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>().allocate(n);
+    if (n * sizeof(T) < kLargeBufferBytes) return std::allocator<T>().allocate(n);
     return static_cast<T*>(allocate_large_buffer(n * sizeof(T)));
   }
   void deallocate(T* p, size_t n) noexcept {
-    if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>().deallocate(p, n);
-    free_large_buffer(p);
+    if (n * sizeof(T) < kLargeBufferBytes) return std::allocator<T>().deallocate(p, n);
+    free_large_buffer(p, n * sizeof(T));
   }
   template <class U>
   bool operator==(const LargeBufferAllocator<U>&) const noexcept { return true; }
