@@ -52,26 +52,31 @@ void check_epilogue_inputs(const GemmOptions& o, int64_t m, int64_t n) {
 // docs/gemm.md "Epilogue", CUTLASS's Sm90LinCombPerColBias: T = fma(alpha',
 // acc, bias) (fp32(alpha'·acc) without bias, acc without either), then
 // D = fma(beta, C, T) when C is given. Each std::fma rounds once, as the FFMA
-// that nvcc makes of CUTLASS's `C(a) * C(b) + c`.
-void apply_epilogue(std::optional<float> alpha, const GemmOptions& o, Tensor& d) {
-  const int64_t n = d.shape[1];
+// that nvcc makes of CUTLASS's `C(a) * C(b) + c`. On rows [i0, i1), columns
+// [j0, j1) of d (m×n, row-major): simd_packed_gemm applies it to each tile
+// inside its parallel region, where it ran on the calling thread after it.
+void apply_epilogue(std::optional<float> alpha, const GemmOptions& o, float* d, int64_t n, int64_t i0, int64_t i1,
+                    int64_t j0, int64_t j1) {
   const float* bias = o.bias ? o.bias->data.data() : nullptr;
   const float* c = o.c ? o.c->data.data() : nullptr;
-  const int64_t size = static_cast<int64_t>(d.data.size());
-  float* v = d.data.data();
-  if (bias || c)
-    for (int64_t idx = 0; idx < size; ++idx) {
-      if (bias) v[idx] = std::fma(alpha.value_or(1.0f), v[idx], bias[idx % n]);
-      else if (alpha) v[idx] = *alpha * v[idx];
-      if (c) v[idx] = std::fma(o.beta, c[idx], v[idx]);
-    }
-  else if (alpha)
-    for (int64_t idx = 0; idx < size; ++idx) v[idx] = *alpha * v[idx];
-  // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
-  // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose. (A pass
-  // of its own, branch-free: the compiler vectorises it and the multiply.)
   const float nan = std::bit_cast<float>(kGemmNaNBits);
-  for (int64_t idx = 0; idx < size; ++idx) v[idx] = std::isnan(v[idx]) ? nan : v[idx];
+  for (int64_t i = i0; i < i1; ++i) {
+    float* v = d + i * n;
+    const float* c_row = c ? c + i * n : nullptr;
+    if (bias || c)
+      for (int64_t j = j0; j < j1; ++j) {
+        if (bias) v[j] = std::fma(alpha.value_or(1.0f), v[j], bias[j]);
+        else if (alpha) v[j] = *alpha * v[j];
+        if (c) v[j] = std::fma(o.beta, c_row[j], v[j]);
+      }
+    else if (alpha)
+      for (int64_t j = j0; j < j1; ++j) v[j] = *alpha * v[j];
+    // Every NaN as the GPU writes it (kGemmNaNBits): the paths above give
+    // 0x7fc00000 or x86's 0xffc00000 depending on how the NaN arose. (A
+    // pass of its own, branch-free: the compiler vectorises it and the
+    // multiply.)
+    for (int64_t j = j0; j < j1; ++j) v[j] = std::isnan(v[j]) ? nan : v[j];
+  }
 }
 
 }  // namespace
@@ -196,6 +201,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   const int64_t m = a.rows(), n = b.rows();
   check_epilogue_inputs(options, m, n);
 
+  const std::optional<float> alpha = gemm_alpha(a_in, b_in, options.alpha);
   Tensor c;
   c.shape = {m, n};
   if (!packed_simd) c.data.assign(m * n, 0.0f);  // simd_packed_gemm allocates it in its parallel region
@@ -226,8 +232,11 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
     case GemmModel::exact:
     case GemmModel::block_fp32:
       if (packed_simd) {
-        simd_packed_gemm(a, b, options.model, options.blocks_per_step, threads, c.data);
-        break;
+        simd_packed_gemm(a, b, options.model, options.blocks_per_step, threads, c.data,
+                         [&](float* d, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+                           apply_epilogue(alpha, options, d, n, i0, i1, j0, j1);
+                         });
+        return c;
       }
       // Dense operands and the scalar implementation: the scalar form per
       // output (rows in parallel for `simd`; the order within an output is fixed).
@@ -240,7 +249,7 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
       break;
   }
 
-  apply_epilogue(gemm_alpha(a_in, b_in, options.alpha), options, c);
+  apply_epilogue(alpha, options, c.data.data(), n, 0, m, 0, n);
   return c;
 }
 

@@ -3,6 +3,7 @@
 // form, the specification in code (reference.cpp), and fast forms that must
 // give the same bits (simd.cpp; fast.cpp for the sgemm of `fast`). gemm.cpp chooses.
 #include <cstdint>
+#include <functional>
 
 #include "operand.hpp"
 
@@ -27,9 +28,11 @@ bool simd_kernels_available();
 // Packed × packed, exact or block_fp32: integer SIMD block dot products.
 // a and b come from make_operand(..., OperandForm::deferred); their rows are
 // unpacked here, inside the product's one parallel region; c (m×n) is
-// allocated there too.
+// allocated there too, and epilogue(c.data(), i0, i1, j0, j1) is called on
+// each finished tile, rows [i0, i1), columns [j0, j1).
+using TileEpilogue = std::function<void(float* c, int64_t i0, int64_t i1, int64_t j0, int64_t j1)>;
 void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_step, int threads,
-                      std::vector<float>& c);
+                      std::vector<float>& c, const TileEpilogue& epilogue);
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
 void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);

@@ -696,7 +696,7 @@ float combine_dots(const PackedOperand& a, const RowFacts& fa, int64_t i, const 
 // left helps with the tiles of panels already laid out. A tile waits only
 // for C and its own rows of A (jobs handed out before any panel).
 void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_per_step, int threads,
-                      std::vector<float>& c) {
+                      std::vector<float>& c, const TileEpilogue& epilogue) {
   PackedOperand& a = a_op.packed;
   PackedOperand& b = b_op.packed;
   const int64_t cols = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(TileCols)());
@@ -719,7 +719,7 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
     std::vector<int32_t> dots(fused ? 0 : L.blocks * kTileRows * cols);
     std::vector<Term> terms(L.blocks);
     std::vector<double> sums(model == GemmModel::exact ? kTileRows * cols : 0);
-    const auto tile = [&](int64_t i0, int64_t j0) {
+    const auto compute_tile = [&](int64_t i0, int64_t j0) {
       float* const cd = c.data();
       if (model == GemmModel::exact) {
         // Every output of the tile within the double spread (the widest row
@@ -765,6 +765,10 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
           else dst = combine_dots(a, fa, i0 + ii, b, fb, j0 + jj, dots.data() + ii * cols + jj, kTileRows * cols,
                                   model, blocks_per_step, terms);
         }
+    };
+    const auto tile = [&](int64_t i0, int64_t j0) {
+      compute_tile(i0, j0);
+      epilogue(c.data(), i0, std::min(L.m, i0 + kTileRows), j0, std::min(L.n, j0 + cols));
     };
     const auto panel_tiles = [&](int64_t panel) {
       for (int64_t t; (t = panel_next_tile[panel].fetch_add(1)) < row_tiles;) {
