@@ -709,6 +709,9 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
   std::vector<std::atomic<int>> a_ready(a_chunks);
   std::vector<std::atomic<int>> panel_ready(col_tiles);
   std::vector<std::atomic<int64_t>> panel_next_tile(col_tiles);
+  // Allocated here, so that a failure throws to the caller; its pages are
+  // written (and faulted in) by the region's first job.
+  c.reserve(L.m * L.n);
   std::atomic<int> c_ready{0};
   std::atomic<int64_t> next_job{0};
   const int64_t jobs = 1 + a_chunks + col_tiles;
@@ -782,7 +785,6 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
       if (job == 0) {
         // C's fresh pages (4 MB at 1024³) fault in beside the unpacking:
         // on the calling thread before the region they took 3 ms.
-        c.reserve(L.m * L.n);
         advise_huge_pages(c.data(), L.m * L.n * sizeof(float));
         c.assign(L.m * L.n, 0.0f);
         c_ready.store(1, std::memory_order_release);
