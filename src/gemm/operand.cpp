@@ -212,7 +212,7 @@ PackedOperand packed_operand_shell(const PackedTensor& p) {
 }
 
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
-                 uint8_t* codes) {
+                 uint8_t* codes, bool signs) {
   const std::array<float, 256>& units = tables.units;
   const std::array<int8_t, 16>& integers = tables.integers;
   // The sign bit of each code's value, one lookup per element (a branch on
@@ -249,17 +249,16 @@ void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOpera
     const uint8_t* row_bytes = p.codes.data() + r * (o.kpad / 2);
     // The padding beyond k reads as 0 whatever its codes.
     std::fill(row_n + o.k, row_n + o.kpad, int8_t{0});
-    std::fill(row_sign + o.k, row_sign + o.kpad, uint8_t{0});
+    if (signs) std::fill(row_sign + o.k, row_sign + o.kpad, uint8_t{0});
     if (byte_pairs) {
       for (int64_t b = 0; b < o.blocks; ++b) read_unit(r, b);
       // Elements [0, k) only: the padding is 0 (above).
-      for (int64_t i = 0; i < o.k / 2; ++i) {
-        std::memcpy(row_n + 2 * i, pair_n[row_bytes[i]].data(), 2);
-        std::memcpy(row_sign + 2 * i, pair_sign[row_bytes[i]].data(), 2);
-      }
+      for (int64_t i = 0; i < o.k / 2; ++i) std::memcpy(row_n + 2 * i, pair_n[row_bytes[i]].data(), 2);
+      if (signs)
+        for (int64_t i = 0; i < o.k / 2; ++i) std::memcpy(row_sign + 2 * i, pair_sign[row_bytes[i]].data(), 2);
       if (o.k % 2) {
         row_n[o.k - 1] = pair_n[row_bytes[o.k / 2]][0];
-        row_sign[o.k - 1] = pair_sign[row_bytes[o.k / 2]][0];
+        if (signs) row_sign[o.k - 1] = pair_sign[row_bytes[o.k / 2]][0];
       }
       continue;
     }
@@ -270,7 +269,8 @@ void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOpera
       const uint8_t* block_codes = codes + b * o.block;
       int8_t* block_n = row_n + b * o.block;
       uint8_t* block_sign = row_sign + b * o.block;
-      for (int j = 0; j < count; ++j) block_sign[j] = sign_bit[block_codes[j]];
+      if (signs)
+        for (int j = 0; j < count; ++j) block_sign[j] = sign_bit[block_codes[j]];
       if (p.format != Format::hif4) {
         for (int j = 0; j < count; ++j) block_n[j] = integers[block_codes[j]];
       } else {

@@ -106,7 +106,8 @@ struct PackedOperand {
   // Written whole by unpack_rows (packed_operand_shell leaves them unset).
   UninitialisedBuffer<int8_t> n;       // rows × kpad integers, 0 beyond k
   // rows × kpad: the sign bit of each element's value, 1 for N < 0 and for
-  // −0 (E2M1/S1P2 code 0x8 where the recipe's decoder keeps the sign)
+  // −0 (E2M1/S1P2 code 0x8 where the recipe's decoder keeps the sign);
+  // unset where unpack_rows was told not to write it
   UninitialisedBuffer<uint8_t> sign;
   UninitialisedBuffer<float> unit;     // rows × blocks; NaN marks a NaN block
   UninitialisedBuffer<int8_t> unit_m;  // unit = unit_m · 2^unit_e, unit_m odd (0 for a zero unit)
@@ -142,8 +143,10 @@ PackedOperand packed_operand_shape(const PackedTensor& p);
 // parallel region of their own (simd_packed_gemm): the operand's sizes with
 // its arrays allocated, then rows [r0, r1) (`codes`: scratch of kpad bytes).
 PackedOperand packed_operand_shell(const PackedTensor& p);
+// signs false leaves `sign` unset (simd_packed_gemm's block_fp32: only
+// `exact` reads the signs, for the sign of a zero sum).
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
-                 uint8_t* codes);
+                 uint8_t* codes, bool signs = true);
 
 
 // Dense operand as rows along k (A: its rows; B: its columns, which are the

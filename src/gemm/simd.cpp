@@ -790,14 +790,14 @@ void simd_packed_gemm(Operand& a_op, Operand& b_op, GemmModel model, int blocks_
         c_ready.store(1, std::memory_order_release);
       } else if (job <= a_chunks) {
         const int64_t r0 = (job - 1) * kChunkRows, r1 = std::min(L.m, r0 + kChunkRows);
-        unpack_rows(*a_op.source, a_op.tables, a, r0, r1, codes.data());
+        unpack_rows(*a_op.source, a_op.tables, a, r0, r1, codes.data(), model == GemmModel::exact);
         row_facts(a, fa, r0, r1);
         layout_a_rows(a, fa, L, r0, r1);
         a_ready[job - 1].store(1, std::memory_order_release);
       } else {
         const int64_t panel = job - 1 - a_chunks;
         const int64_t j0 = panel * cols, j1 = std::min(L.n, j0 + cols);
-        unpack_rows(*b_op.source, b_op.tables, b, j0, j1, codes.data());
+        unpack_rows(*b_op.source, b_op.tables, b, j0, j1, codes.data(), model == GemmModel::exact);
         row_facts(b, fb, j0, j1);
         layout_b_panel(b, fb, L, panel);
         panel_ready[panel].store(1, std::memory_order_release);
