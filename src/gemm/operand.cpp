@@ -49,7 +49,6 @@ void advise_huge_pages(void* p, size_t bytes) noexcept {
   if (begin < end) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
-
 namespace {
 
 std::string shape_string(const std::vector<int64_t>& shape) {

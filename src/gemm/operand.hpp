@@ -148,7 +148,6 @@ PackedOperand packed_operand_shell(const PackedTensor& p);
 void unpack_rows(const PackedTensor& p, const ElementTables& tables, PackedOperand& o, int64_t r0, int64_t r1,
                  uint8_t* codes, bool signs = true);
 
-
 // Dense operand as rows along k (A: its rows; B: its columns, which are the
 // rows of W as given with BLayout::nk), fp32 values.
 struct DenseOperand {
