@@ -632,7 +632,8 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
       const int64_t offset = r.row * len + r.k0;
       const KernelArgs a = bits.at(nv.at(k, r.row, r.k0), 0, offset, r.n, v.axis_len);
       if (in) {
-        if (amax_by_run) merge_amax(run_amax[static_cast<size_t>(omp_get_thread_num())], abs_max_stats(in + offset, r.n));
+        if (amax_by_run)
+          merge_amax(run_amax[static_cast<size_t>(omp_get_thread_num())], abs_max_stats(in + offset, r.n));
         quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
         return;
       }
@@ -641,8 +642,10 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
       x.load(offset, 1, r.n, buffer.data());
       quantize_values(a, buffer.data(), r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
     });
-    if (amax_by_run)
-      store_tensor_scale(reference::nvfp4_tensor_scale(*o.recipe, tensor_amax(run_amax, x, o.recipe->nv.tensor_amax_nan)));
+    if (amax_by_run) {
+      const float g = tensor_amax(run_amax, x, o.recipe->nv.tensor_amax_nan);
+      store_tensor_scale(reference::nvfp4_tensor_scale(*o.recipe, g));
+    }
     return;
   }
   if (x.contiguous) {
