@@ -161,9 +161,6 @@ Dyadic split_fp32(float x) {
 }
 
 uint32_t scale_word(const PackedTensor& p, int64_t block_index) {
-  // One byte, no bit order (load_scale's own case; read per block by the
-  // GEMM operand unpacking, where the call was a tenth of its work).
-  if (p.format != Format::hif4) return p.scales[block_index];
   return reference::load_scale(p.format, p.scales.data() + block_index * scale_bytes_per_block(p.format),
                                p.scale_bit_order);
 }

@@ -35,8 +35,6 @@ int block_size(Format f) {
   return 0;
 }
 
-int scale_bytes_per_block(Format f) { return f == Format::hif4 ? 4 : 1; }
-
 std::string_view to_string(TailPolicy t) { return t == TailPolicy::pad ? "pad" : "error"; }
 std::optional<TailPolicy> parse_tail(std::string_view name) {
   if (name == "pad") return TailPolicy::pad;

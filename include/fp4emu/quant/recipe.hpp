@@ -23,7 +23,7 @@ std::optional<Format> parse_format(std::string_view name);
 int block_size(Format f);
 // Bytes of scale metadata per block in the packed form: HiF4 4 (one 32-bit
 // scale word), MXFP4 1 (E8M0), NVFP4 1 (UE4M3).
-int scale_bytes_per_block(Format f);
+constexpr int scale_bytes_per_block(Format f) { return f == Format::hif4 ? 4 : 1; }
 
 enum class TailPolicy : uint8_t {
   pad,    // zero-pad the last block (zeros change no block maximum)

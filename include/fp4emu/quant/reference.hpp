@@ -102,8 +102,16 @@ void nvfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const NvTen
 // One block's stored scale: scale_bytes_per_block(format) bytes, little-endian,
 // a HiF4 word in bit order `order`. The canonical scale is HiF4's LSB-first
 // word, or the MXFP4/NVFP4 scale byte.
-uint32_t load_scale(Format format, const uint8_t* bytes, ScaleBitOrder order);
-void store_scale(Format format, uint32_t canonical, ScaleBitOrder order, uint8_t* bytes);
+// Inline: the GEMM operands read one per block.
+inline uint32_t load_scale(Format format, const uint8_t* bytes, ScaleBitOrder order) {
+  uint32_t word = 0;
+  for (int i = 0; i < scale_bytes_per_block(format); ++i) word |= static_cast<uint32_t>(bytes[i]) << (8 * i);
+  return format == Format::hif4 ? hif4_word_from_stored(word, order) : word;
+}
+inline void store_scale(Format format, uint32_t canonical, ScaleBitOrder order, uint8_t* bytes) {
+  const uint32_t word = format == Format::hif4 ? hif4_word_to_stored(canonical, order) : canonical;
+  for (int i = 0; i < scale_bytes_per_block(format); ++i) bytes[i] = static_cast<uint8_t>(word >> (8 * i));
+}
 
 // What a block operation reads beyond its block: NVFP4's per-tensor scale
 // and, for 16x16 tiles, the tile's amax (null: the block's own amax,

@@ -64,15 +64,4 @@ const FormatOps& format_ops(Format format) {
   return kMxfp4Ops;  // unreachable: Format has three values
 }
 
-uint32_t load_scale(Format format, const uint8_t* bytes, ScaleBitOrder order) {
-  uint32_t word = 0;
-  for (int i = 0; i < scale_bytes_per_block(format); ++i) word |= static_cast<uint32_t>(bytes[i]) << (8 * i);
-  return format == Format::hif4 ? hif4_word_from_stored(word, order) : word;
-}
-
-void store_scale(Format format, uint32_t canonical, ScaleBitOrder order, uint8_t* bytes) {
-  const uint32_t word = format == Format::hif4 ? hif4_word_to_stored(canonical, order) : canonical;
-  for (int i = 0; i < scale_bytes_per_block(format); ++i) bytes[i] = static_cast<uint8_t>(word >> (8 * i));
-}
-
 }  // namespace fp4emu::reference
