@@ -2,13 +2,16 @@
 // on the dequantized operands, all in one run (docs/gemm.md "Speed").
 //
 // Shapes (m×k×n): 1024³, 4096³ and 512×4096×11008 (tokens × hidden ×
-// intermediate, the studies' tall-skinny layer). Formats: mxfp4, nvfp4, hif4.
+// intermediate, the studies' tall-skinny layer), or those of
+// --shapes=MxKxN[,MxKxN...]. Formats: mxfp4, nvfp4, hif4.
 //
 // Baselines, each on the same fp32 operands (A m×k and Bᵀ n×k, row-major):
-// - eigen_native: Eigen compiled for this CPU's best x86 target (AVX-512 or
-//   AVX2+FMA; bench/eigen_*.cpp), where the build compiled those files;
+// - eigen_native: Eigen compiled for the x86 target the SIMD kernels dispatch
+//   to (AVX-512 or AVX2 + FMA; src/gemm/eigen_sgemm_*.cpp);
 // - openblas: OpenBLAS's cblas_sgemm (its kernels chosen for the CPU at load
 //   time), where the build found OpenBLAS.
+// These are the two sgemms the `fast` model chooses between (src/gemm/fast.cpp);
+// the table names its choice per shape ("fast's sgemm").
 // The table at the end names the faster one per shape as "baseline" and gives
 // every model's throughput as a ratio to it (targets: fast >= 0.8,
 // block_fp32 >= 1, exact >= 0.5, fma_fp32 >= 0.5). A model's time is all of
@@ -27,6 +30,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -41,12 +46,7 @@
 #include "src/quant/simd.hpp"
 
 #if FP4EMU_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
-
-#if FP4EMU_BENCH_EIGEN_TARGETS
-void eigen_sgemm_avx2(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads);
-void eigen_sgemm_avx512(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads);
+#include <cblas.h>  // openblas_get_corename
 #endif
 
 namespace {
@@ -58,8 +58,28 @@ struct Shape {
   std::string name() const { return fmt::format("{}x{}x{}", m, k, n); }
   double flops() const { return 2.0 * m * k * n; }
 };
-const Shape kShapes[] = {{1024, 1024, 1024}, {4096, 4096, 4096}, {512, 4096, 11008}};
+std::vector<Shape> shapes = {{1024, 1024, 1024}, {4096, 4096, 4096}, {512, 4096, 11008}};
 const char* const kFormats[] = {"mxfp4", "nvfp4", "hif4"};
+
+// "MxKxN,MxKxN...": replaces `shapes`.
+bool parse_shapes(const std::string& text) {
+  std::vector<Shape> parsed;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    Shape s{};
+    char x1 = 0, x2 = 0;
+    int used = 0;
+    const std::string item = text.substr(at, end - at);
+    if (std::sscanf(item.c_str(), "%" SCNd64 "%c%" SCNd64 "%c%" SCNd64 "%n", &s.m, &x1, &s.k, &x2, &s.n, &used) != 5 || x1 != 'x' ||
+        x2 != 'x' || used != static_cast<int>(item.size()) || s.m < 1 || s.k < 1 || s.n < 1)
+      return false;
+    parsed.push_back(s);
+    at = end + 1;
+  }
+  shapes = parsed;
+  return !shapes.empty();
+}
 
 bool avx2_forced() {
   const char* t = std::getenv("FP4EMU_BENCH_TARGET");
@@ -103,27 +123,12 @@ void set_counters(benchmark::State& state, const Shape& s) {
       benchmark::Counter(s.flops(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-using Sgemm = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int);
-
-#if FP4EMU_HAVE_OPENBLAS
-void openblas_sgemm(const float* a, const float* bt, float* c, int64_t m, int64_t n, int64_t k, int threads) {
-  openblas_set_num_threads(threads);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-              1.0f, a, static_cast<int>(k), bt, static_cast<int>(k), 0.0f, c, static_cast<int>(n));
-}
-#endif
-
-#if FP4EMU_BENCH_EIGEN_TARGETS
-Sgemm eigen_native() { return !avx2_forced() && __builtin_cpu_supports("avx512f") ? eigen_sgemm_avx512 : eigen_sgemm_avx2; }
-const char* eigen_native_name() { return eigen_native() == eigen_sgemm_avx512 ? "AVX-512" : "AVX2"; }
-#endif
-
-void BM_Baseline(benchmark::State& state, Sgemm sgemm, std::string format, Shape s) {
+void BM_Baseline(benchmark::State& state, gemm_detail::Sgemm sgemm, std::string format, Shape s) {
   const Operands& o = operands(format, s);
   std::vector<float> c(s.m * s.n);
   const int threads = thread_count(0);
   for (auto _ : state) {
-    sgemm(o.da.data(), o.dbt.data(), c.data(), s.m, s.n, s.k, threads);
+    sgemm(o.da.data(), o.dbt.data(), s.m, s.n, s.k, threads, c.data(), s.n);
     benchmark::DoNotOptimize(c.data());
   }
   set_counters(state, s);
@@ -160,10 +165,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
     fmt::print("\nThroughput relative to the baseline sgemm on the dequantized operands (same run, fastest "
                "repetition of each; higher is faster; SIMD target {})\n",
                simd::dispatched_target());
-    fmt::print("| format | m×k×n | eigen_native GFLOP/s | openblas GFLOP/s | baseline | fast | block_fp32 | "
-               "fma_fp32 | exact |\n|---|---|---|---|---|---|---|---|---|\n");
+    fmt::print("| format | m×k×n | eigen_native GFLOP/s | openblas GFLOP/s | baseline | fast's sgemm | fast | "
+               "block_fp32 | fma_fp32 | exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (const char* f : kFormats)
-      for (const Shape& s : kShapes) {
+      for (const Shape& s : shapes) {
         const auto t = [&](const std::string& name) {
           // Names carry suffixes such as "/min_time:0.500/real_time".
           const std::string prefix = fmt::format("{}/{}/{}", name, f, s.name());
@@ -180,9 +185,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
           const double sec = t(m);
           return sec > 0 ? fmt::format("{:.2f}", base / sec) : std::string("-");
         };
-        fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", f, s.name(), gflops(eigen), gflops(blas),
-                   use_blas ? "openblas" : "eigen_native", ratio("fast"), ratio("block_fp32"), ratio("fma_fp32"),
-                   ratio("exact"));
+        fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", f, s.name(), gflops(eigen), gflops(blas),
+                   use_blas ? "openblas" : "eigen_native", gemm_detail::fast_sgemm(s.m, s.n, s.k).library,
+                   ratio("fast"), ratio("block_fp32"), ratio("fma_fp32"), ratio("exact"));
       }
   }
 
@@ -215,15 +220,23 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::AddCustomContext("simd_target", simd::dispatched_target());
-  benchmark::AddCustomContext("fast_gemm_library", gemm_detail::fast_gemm_library());
 #if FP4EMU_HAVE_OPENBLAS
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
 #endif
-#if FP4EMU_BENCH_EIGEN_TARGETS
-  benchmark::AddCustomContext("eigen_native_target", eigen_native_name());
-#endif
+  benchmark::AddCustomContext("eigen_native", gemm_detail::eigen_sgemm_for_cpu().library);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--shapes=", 9) == 0) {
+      if (!parse_shapes(argv[i] + 9)) {
+        std::fprintf(stderr, "gemm_bench: --shapes wants MxKxN[,MxKxN...] with positive sizes, e.g. "
+                             "--shapes=2048x2048x2048, not '%s'\n", argv[i] + 9);
+        return 2;
+      }
+      std::copy(argv + i + 1, argv + argc + 1, argv + i);  // argv[argc] is null
+      --argc;
+      break;
+    }
   for (const char* f : kFormats)
-    for (const Shape& s : kShapes) {
+    for (const Shape& s : shapes) {
       const std::string suffix = fmt::format("/{}/{}", f, s.name());
       const bool big = s.flops() > 1e10;
       const auto reg = [&](const std::string& name, auto fn) {
@@ -232,11 +245,13 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->MinTime(big ? 0.01 : 0.5);  // the big shapes: one iteration or two
       };
-#if FP4EMU_BENCH_EIGEN_TARGETS
-      reg("eigen_native", [f, s](benchmark::State& st) { BM_Baseline(st, eigen_native(), f, s); });
-#endif
+      reg("eigen_native", [f, s](benchmark::State& st) {
+        BM_Baseline(st, gemm_detail::eigen_sgemm_for_cpu().run, f, s);
+      });
 #if FP4EMU_HAVE_OPENBLAS
-      reg("openblas", [f, s](benchmark::State& st) { BM_Baseline(st, openblas_sgemm, f, s); });
+      reg("openblas", [f, s](benchmark::State& st) {
+        BM_Baseline(st, gemm_detail::openblas_sgemm_if_built().run, f, s);
+      });
 #endif
       reg("fast", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::fast); });
       reg("block_fp32", [f, s](benchmark::State& st) { BM_Model(st, f, s, GemmModel::block_fp32); });

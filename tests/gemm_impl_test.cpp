@@ -21,6 +21,7 @@
 #include "fp4emu/quant/packed_io.hpp"
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/reference.hpp"
+#include "src/gemm/models.hpp"
 #include "src/gemm/operand.hpp"
 #include "test_util.hpp"
 
@@ -457,6 +458,65 @@ TEST(GemmFast, PanelsOfWCoverEveryColumn) {
         ASSERT_NEAR(fast.data[i * n + j], exact.data[i * n + j], k * 0x1p-24 * abs_sum + 1e-30)
             << "column " << j << " layout " << to_string(layout);
       }
+  }
+}
+
+// Each sgemm `fast` can run (fast.cpp): Eigen for every compiled SIMD target
+// (AVX-512 and AVX2 builds of its own, else the baseline ISA) and OpenBLAS,
+// each on a ragged product into rows of C with a gap (ldc > n), against a
+// double-precision sum; and the choice by product size.
+TEST(GemmFast, EverySgemmOnEveryTarget) {
+  constexpr int64_t m = 37, n = 45, k = 300, ldc = n + 3;
+  std::mt19937_64 rng(28);
+  std::normal_distribution<float> g;
+  std::vector<float> a(m * k), bt(n * k);
+  for (float& v : a) v = g(rng);
+  for (float& v : bt) v = g(rng);
+  const auto check = [&](const gemm_detail::FastSgemm& sgemm, int threads, const std::string& what) {
+    std::vector<float> c(m * ldc, -7.0f);
+    sgemm.run(a.data(), bt.data(), m, n, k, threads, c.data(), ldc);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, abs_sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          sum += double{a[i * k + kk]} * bt[j * k + kk];
+          abs_sum += std::fabs(double{a[i * k + kk]} * bt[j * k + kk]);
+        }
+        ASSERT_NEAR(c[i * ldc + j], sum, k * 0x1p-24 * abs_sum) << what << " C[" << i << ", " << j << "]";
+      }
+      for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], -7.0f) << what << ": wrote past row " << i;
+    }
+  };
+  int eigen_avx512 = 0;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const gemm_detail::FastSgemm eigen = gemm_detail::eigen_sgemm_for_cpu();
+    const std::string library = eigen.library;
+    if (target <= HWY_AVX3) {  // AVX3 and its successors, the lower bits (x86 only here)
+      EXPECT_EQ(library, "Eigen (AVX-512)");
+      ++eigen_avx512;
+    } else if (target == HWY_AVX2) {
+      EXPECT_EQ(library, "Eigen (AVX2)");
+    } else {
+      EXPECT_EQ(library, "Eigen");
+    }
+    EXPECT_FALSE(eigen.own_threads);
+    for (int threads : {1, 2}) check(eigen, threads, fmt::format("{} on {}, {} threads", library,
+                                                                  hwy::TargetName(target), threads));
+    // Small products take Eigen for the target.
+    EXPECT_EQ(gemm_detail::fast_sgemm(m, n, k).run, eigen.run);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  if (hwy::SupportedTargets() & ((HWY_AVX3 << 1) - 1)) EXPECT_GT(eigen_avx512, 0);
+  const gemm_detail::FastSgemm blas = gemm_detail::openblas_sgemm_if_built();
+  if (blas.run) {
+    EXPECT_TRUE(blas.own_threads);
+    check(blas, 2, "OpenBLAS");
+    // Above 2^31 multiply-adds: OpenBLAS.
+    EXPECT_EQ(gemm_detail::fast_sgemm(2048, 2048, 2048).run, blas.run);
+    EXPECT_EQ(gemm_detail::fast_sgemm(1024, 2048, 1024).run, gemm_detail::eigen_sgemm_for_cpu().run);
+  } else {
+    EXPECT_EQ(gemm_detail::fast_sgemm(2048, 2048, 2048).run, gemm_detail::eigen_sgemm_for_cpu().run);
   }
 }
 

@@ -134,14 +134,15 @@ std::optional<float> gemm_alpha(const GemmOperand& a, const GemmOperand& b, std:
 // The panels change only the columns each sgemm call sees: `fast` has no
 // defined summation order either way.
 namespace {
-void fast_gemm_over_panels(const float* a, const Operand& b, int64_t m, int threads, float* c) {
+void fast_gemm_over_panels(const FastSgemm& sgemm, const float* a, const Operand& b, int64_t m, int threads,
+                           float* c) {
   constexpr int64_t kFastPanelRows = 1024;
   const int64_t n = b.rows(), k = b.k();
   Fp32Rows panel(std::min(n, kFastPanelRows) * k);
   for (int64_t j0 = 0; j0 < n; j0 += kFastPanelRows) {
     const int64_t rows = std::min(kFastPanelRows, n - j0);
     decode_fp32_rows(*b.source, b.tables, j0, j0 + rows, panel.data());
-    fast_gemm(a, panel.data(), m, rows, k, threads, c + j0, n);
+    sgemm.run(a, panel.data(), m, rows, k, threads, c + j0, n);
   }
 }
 }  // namespace
@@ -163,12 +164,14 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   const size_t b_n_axis = options.b_layout == BLayout::kn ? 1 : 0;
   const double work = static_cast<double>(dim(a_in, 0)) * static_cast<double>(dim(a_in, 1)) * dim(b_in, b_n_axis);
   const int threads = options.threads != 0 || work >= (1 << 22) ? thread_count(options.threads) : 1;
+  // `fast`'s sgemm, chosen for the whole product (fast.cpp).
+  const FastSgemm sgemm = fast_sgemm(dim(a_in, 0), dim(b_in, b_n_axis), dim(a_in, 1));
   // The scalar implementation stays single-threaded throughout. So does the
   // decoding of `fast` when its sgemm has threads of its own (OpenBLAS): they
   // busy-wait after a call, OpenMP's after a parallel region, and on a busy
   // machine each pool then takes cores from the other (gemm_bench measured
   // 2.4× the sgemm's time on 2 cores, 1.3× on one); decoding is ~1% of the work.
-  const bool own_threads = options.model == GemmModel::fast && fast_gemm_has_own_threads();
+  const bool own_threads = options.model == GemmModel::fast && sgemm.own_threads;
   const int unpack_threads = options.impl == GemmImpl::simd && !own_threads ? threads : 1;
   const bool simd = options.impl == GemmImpl::simd && simd_kernels_available();
   // fma_fp32's and fast's fast forms read only the fp32 values: decode them
@@ -216,9 +219,9 @@ Tensor gemm(const GemmOperand& a_in, const GemmOperand& b_in, const GemmOptions&
   switch (options.model) {
     case GemmModel::fast:
       if (b_panels) {
-        fast_gemm_over_panels(fp32_rows(a, held_a), b, m, threads, c.data.data());
+        fast_gemm_over_panels(sgemm, fp32_rows(a, held_a), b, m, threads, c.data.data());
       } else {
-        fast_gemm(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data(), n);
+        sgemm.run(fp32_rows(a, held_a), fp32_rows(b, held_b), m, n, a.k(), threads, c.data.data(), n);
       }
       break;
     case GemmModel::fma_fp32:

@@ -36,14 +36,27 @@ void simd_packed_gemm(Operand& a, Operand& b, GemmModel model, int blocks_per_st
 // fma_fp32 on fp32 rows (a: m×k, b: n×k as to_fp32_rows gives them).
 void simd_fma_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k,
                    int threads, float* c);
-// `fast`: the build's sgemm (fast.cpp) on the same fp32 operands, a m×k and
-// b n×k row-major (the rows of A and the columns of B, each along k), into c
-// with rows `ldc` apart (n when c is the whole product).
+// `fast`'s sgemm for one product (fast.cpp): a m×k and b n×k row-major (the
+// rows of A and the columns of B, each along k), into c with rows `ldc` apart
+// (n when c is the whole product).
+using Sgemm = void (*)(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c,
+                       int64_t ldc);
+struct FastSgemm {
+  Sgemm run;
+  const char* library;  // "OpenBLAS", "Eigen (AVX-512)", "Eigen (AVX2)" or "Eigen"
+  // True for OpenBLAS, which runs on pthreads of its own, not OpenMP's: then
+  // the rest of the `fast` model runs on the calling thread.
+  bool own_threads;
+};
+// The sgemm `fast` uses for the whole m×k by k×n product (choose it once per
+// product, then run it on any part of it).
+FastSgemm fast_sgemm(int64_t m, int64_t n, int64_t k);
+// The two it chooses between (gemm_bench's baselines): Eigen for the x86
+// target the SIMD kernels dispatch to, and OpenBLAS (run is null when the build
+// has no OpenBLAS).
+FastSgemm eigen_sgemm_for_cpu();
+FastSgemm openblas_sgemm_if_built();
+// fast_sgemm(m, n, k).run(...).
 void fast_gemm(const float* a, const float* b, int64_t m, int64_t n, int64_t k, int threads, float* c, int64_t ldc);
-// "OpenBLAS" or "Eigen": which library fast_gemm calls.
-const char* fast_gemm_library();
-// True when fast_gemm runs on threads of its own (OpenBLAS's pthreads), not
-// OpenMP's: then the rest of the `fast` model runs on the calling thread.
-bool fast_gemm_has_own_threads();
 
 }  // namespace fp4emu::gemm_detail

@@ -1,0 +1,8 @@
+// Eigen's sgemm built for AVX-512 (F, DQ, VL, BW) + FMA (eigen_sgemm-inl.h;
+// the flags are set in CMakeLists.txt, which defines FP4EMU_EIGEN_X86_TARGETS
+// where it sets them).
+#if FP4EMU_EIGEN_X86_TARGETS
+#define Eigen fp4emu_eigen_avx512
+#define FP4EMU_EIGEN_FN eigen_sgemm_avx512
+#include "eigen_sgemm-inl.h"
+#endif
