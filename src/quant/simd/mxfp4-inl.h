@@ -16,6 +16,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "codec-inl.h"
 #include "pack-inl.h"
@@ -53,7 +54,8 @@ HWY_INLINE IntVec<MxTag> MxAmaxBits(MxTag d, const float* HWY_RESTRICT x) {
 // significand below the next power of two (the derivation and the Jmax table
 // are in mxfp4.cpp). Once per block, on a scalar.
 inline int MxLog2fFloor(uint32_t bits) {
-  constexpr std::array<uint32_t, 9> kJmax = {0, 0, 1, 2, 5, 11, 22, 44, 88};  // k = -1..7
+  // static: a local constexpr array indexed at run time is built on the stack at every call.
+  static constexpr std::array<uint32_t, 9> kJmax = {0, 0, 1, 2, 5, 11, 22, 44, 88};  // k = -1..7
   const uint32_t exp_field = (bits >> 23) & 0xFFu;
   const uint32_t fraction = bits & 0x7FFFFFu;
   int e;
@@ -138,11 +140,25 @@ HWY_INLINE MxBlock MxBlockScale(MxTag d, MxScaleRule rule, IntVec<MxTag> amax_bi
 }
 
 // y = V * 2^(127-c), whose sign is the code's (an underflow to -0 keeps it);
-// microxcaling's torch.sign makes a zero quotient +0 (mxfp4.cpp element_convert).
-HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxParams& p, const MxBlock& b, hn::Vec<MxTag> v) {
+// microxcaling's torch.sign (kTorchSign) makes a zero quotient +0
+// (mxfp4.cpp element_convert).
+template <bool kTorchSign>
+HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxBlock& b, hn::Vec<MxTag> v) {
   const auto y = hn::Mul(v, b.to_unit);
-  if (p.zero_sign == MxZeroSign::torch_sign) return hn::IfThenZeroElse(hn::Eq(y, hn::Zero(d)), y);
+  if constexpr (kTorchSign) return hn::IfThenZeroElse(hn::Eq(y, hn::Zero(d)), y);
   return y;
+}
+
+// f(std::bool_constant<torch_sign>): the zero-sign rule as a constant, tested
+// once per block rather than in each vector's step (GCC keeps the test in
+// the loop otherwise).
+template <class F>
+HWY_INLINE void WithMxZeroSign(const MxParams& p, F&& f) {
+  if (p.zero_sign == MxZeroSign::torch_sign) {
+    f(std::true_type());
+  } else {
+    f(std::false_type());
+  }
 }
 
 // mxfp4.cpp mxfp4_fake_quant_block for the convert recipes.
@@ -159,12 +175,14 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
     return;
   }
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
-  for (int i = 0; i < kMxBlock; i += n) {
-    const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
-    const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
-    // Decode: fp32(±e2m1 * 2^(c-127)), one rounding (overflow to Inf only).
-    hn::StoreU(hn::Mul(hn::CopySignToAbs(grid, scaled), b.unit), d, y + i);
-  }
+  WithMxZeroSign(p, [&](auto torch_sign) {
+    for (int i = 0; i < kMxBlock; i += n) {
+      const auto scaled = MxScaled<decltype(torch_sign)::value>(d, b, hn::LoadU(d, x + i));
+      const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
+      // Decode: fp32(±e2m1 * 2^(c-127)), one rounding (overflow to Inf only).
+      hn::StoreU(hn::Mul(hn::CopySignToAbs(grid, scaled), b.unit), d, y + i);
+    }
+  });
 }
 
 // Writes the block's 32 codes (sign in bit 3) of a block that is not a NaN
@@ -178,8 +196,12 @@ HWY_INLINE uint8_t MxQuantizeNumericBlock(const MxParams& p, IntVec<MxTag> amax_
   const hn::RebindToSigned<MxTag> di;
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
   IntVec<MxTag> codes[kMxBlock / hn::MaxLanes(d)];
+  // The zero-sign rule tested per vector: hoisted as in MxFakeQuantBlock, the
+  // two loops held the codes less well (mxfp4.ocp 5.5 -> 5.8 AVX2
+  // instructions per value).
   for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
-    const auto scaled = MxScaled(d, p, b, hn::LoadU(d, x + i));
+    const auto v = hn::LoadU(d, x + i);
+    const auto scaled = p.zero_sign == MxZeroSign::torch_sign ? MxScaled<true>(d, b, v) : MxScaled<false>(d, b, v);
     const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
     const auto sign = hn::And(hn::ShiftRight<28>(hn::BitCast(di, scaled)), hn::Set(di, 8));
     codes[i / hn::Lanes(d)] = hn::Or(E2m1Code(d, grid), sign);
