@@ -20,6 +20,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "fp4emu/codec/minifloat.hpp"
 #include "fp4emu/codec/rounding.hpp"
@@ -304,6 +305,18 @@ HWY_INLINE IntVec<D> RandomBytes(D d, const uint8_t* HWY_RESTRICT rbits, int64_t
     (void)rbits;
     (void)i;
     return hn::Zero(hn::RebindToSigned<D>());
+  }
+}
+
+// f(std::true_type()) or f(std::false_type()): a run-time flag as a
+// constant for a loop whose every step would test it (GCC keeps such a test,
+// a load and a branch, in each step).
+template <class F>
+HWY_INLINE void WithFlag(bool flag, F&& f) {
+  if (flag) {
+    f(std::true_type());
+  } else {
+    f(std::false_type());
   }
 }
 

@@ -149,18 +149,6 @@ HWY_INLINE hn::Vec<MxTag> MxScaled(MxTag d, const MxBlock& b, hn::Vec<MxTag> v) 
   return y;
 }
 
-// f(std::bool_constant<torch_sign>): the zero-sign rule as a constant, tested
-// once per block rather than in each vector's step (GCC keeps the test in
-// the loop otherwise).
-template <class F>
-HWY_INLINE void WithMxZeroSign(const MxParams& p, F&& f) {
-  if (p.zero_sign == MxZeroSign::torch_sign) {
-    f(std::true_type());
-  } else {
-    f(std::false_type());
-  }
-}
-
 // mxfp4.cpp mxfp4_fake_quant_block for the convert recipes.
 // rbits: the block's random bytes (Rounding::stochastic), else unread.
 template <Rounding R>
@@ -175,7 +163,7 @@ HWY_INLINE void MxFakeQuantBlock(const MxParams& p, const float* HWY_RESTRICT x,
     return;
   }
   const MxBlock b = MxBlockScale(d, p.scale_rule, amax_bits);
-  WithMxZeroSign(p, [&](auto torch_sign) {
+  WithFlag(p.zero_sign == MxZeroSign::torch_sign, [&](auto torch_sign) {
     for (int i = 0; i < kMxBlock; i += n) {
       const auto scaled = MxScaled<decltype(torch_sign)::value>(d, b, hn::LoadU(d, x + i));
       const auto grid = E2m1Grid<R>(d, hn::Abs(scaled), RandomBytes<R>(d, rbits, i));
