@@ -685,54 +685,105 @@ TEST(SimdPacking, EveryCodePairAtEveryBytePositionInEveryNibbleOrder) {
   }
 }
 
-// nvfp4.ggml's fast argmin compares |x| with thresholds derived per block
-// scale (driver.cpp ggml_argmin_row). Every fp32 |x|, both signs, within 512
-// ulps of each real midpoint between neighbouring candidates (where ggml's
-// fp32 comparison switches) and of each place where the kernel's estimate of
-// |x| / d changes, for every scale code ggml's encoder produces; then blocks
-// of the saturated scale (d = 224) whose largest |x| sits at the limit above
-// which the kernel runs the literal argmin.
-TEST(SimdGgmlArgmin, EveryScaleAroundEveryThresholdAndTheLiteralLimit) {
-  constexpr int kWindow = 512;
+// ggml's argmin (nvfp4.ggml, mxfp4.ggml) compares |x| with thresholds
+// derived per unit d, half the block scale (driver.cpp ggml_argmin_row,
+// ggml-inl.h GgmlArgmin). For every scale code the recipe's encoder gives a
+// finite amax: every fp32 |x|, both signs, within a window of ulps of each
+// real midpoint between neighbouring candidates (where ggml's fp32 comparison
+// switches) and of each place where the kernel's estimate of |x| / d changes.
+// Then the blocks the thresholds do not cover, which take the literal argmin:
+// nvfp4's saturated scale (d = 224) on both sides of the limit 2^20 d; for
+// mxfp4, amax at the top of fp32 (log2f rounds to 128: scale code 253, d =
+// 2^125, whose candidates 6d, 8d and 12d overflow), blocks that hold Inf
+// (scale code 0x00: the candidates' errors merge) or NaN (the scale of the
+// other values), and tiny blocks whose scale code wrapped (232..255, units up
+// to 2^127: thresholds far above every value).
+TEST(SimdGgmlArgmin, EveryScaleAroundEveryThresholdAndTheLiteralPath) {
   constexpr double kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
-  std::vector<std::vector<float>> blocks;
-  int scales = 0;
-  auto add_window = [&](float amax, double center) {
-    std::vector<float> b{amax};
-    const auto c = static_cast<int64_t>(bits_of(static_cast<float>(center)));
-    for (int64_t i = -kWindow; i <= kWindow; ++i)
-      for (float sign : {1.0f, -1.0f}) {
-        const float v = from_bits(static_cast<uint32_t>(c + i));
-        if (!(v <= amax)) continue;
-        b.push_back(sign * v);
-        if (b.size() == 16) {
-          blocks.push_back(b);
-          b.assign(1, amax);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const char* id : {"nvfp4.ggml", "mxfp4.ggml"}) {
+    const Recipe& r = *find_recipe(id);
+    const int block = block_size(r.format);
+    std::vector<std::vector<float>> blocks;
+    // Blocks led by amax (which sets the scale) holding the fp32 values
+    // within `window` ulps of center, both signs, that do not exceed it.
+    auto add_window = [&](float amax, double center, int window) {
+      std::vector<float> b{amax};
+      const auto c = static_cast<int64_t>(bits_of(static_cast<float>(center)));
+      for (int64_t i = -window; i <= window; ++i)
+        for (float sign : {1.0f, -1.0f}) {
+          const float v = from_bits(static_cast<uint32_t>(c + i));
+          if (!(v <= amax)) continue;
+          b.push_back(sign * v);
+          if (static_cast<int>(b.size()) == block) {
+            blocks.push_back(b);
+            b.assign(1, amax);
+          }
         }
+      blocks.push_back(b);
+    };
+    auto add_thresholds = [&](float amax, double d, int window) {
+      for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * d, window);
+      for (double z : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) add_window(amax, (z - 0.75) / 0.79 * d, window);
+    };
+    int scales = 0;
+    if (r.format == Format::nvfp4) {
+      for (int s = 1; s < 0x7F; ++s) {
+        const float raw = 2.0f * reference::ggml_ue4m3_to_fp32(static_cast<uint8_t>(s));  // the UE4M3 value
+        if (reference::ggml_fp32_to_ue4m3(raw) != s) continue;  // codes the encoder never gives
+        ++scales;
+        add_thresholds(6.0f * raw, raw / 2.0, 512);  // amax / 6 = raw exactly, so the block's scale is s
       }
-    blocks.push_back(b);
-  };
-  for (int s = 1; s < 0x7F; ++s) {
-    const float raw = 2.0f * reference::ggml_ue4m3_to_fp32(static_cast<uint8_t>(s));  // the UE4M3 value
-    if (reference::ggml_fp32_to_ue4m3(raw) != s) continue;  // codes the encoder never gives
-    ++scales;
-    const float amax = 6.0f * raw;  // exact; amax / 6 = raw, so the block's scale is s
-    const double d = raw / 2.0;
-    for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * d);
-    for (double z : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0}) add_window(amax, (z - 0.75) / 0.79 * d);
+      EXPECT_GE(scales, 100);
+      // Scale 0x7E (every amax / 6 >= 256): the literal argmin takes over at 2^20 d, d = 224.
+      const float limit = std::ldexp(224.0f, 20);
+      for (int64_t i = -3; i <= 3; ++i) {
+        const float amax = from_bits(static_cast<uint32_t>(static_cast<int64_t>(bits_of(limit)) + i));
+        for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * 224.0, 512);
+        add_window(amax, 10.0 * 224.0 * 1024.0, 512);  // far above 12 d, below the limit
+        add_window(amax, amax, 512);
+      }
+    } else {
+      // Scale code c from amax = 12 d = 1.5 * 2^(c-125): floor(log2f) - 2 + 127 = c,
+      // d = 2^(c-128). Wider windows where d is subnormal or near the top.
+      for (int c = 0; c <= 252; ++c) {
+        const double d = std::ldexp(1.0, c - 128);
+        ++scales;
+        add_thresholds(static_cast<float>(12.0 * d), d, c < 8 || c > 244 ? 512 : 64);
+      }
+      EXPECT_EQ(scales, 253);
+      // The top of fp32: scale code 253, literal (a window's center at or
+      // above 2^128 is Inf, and its values are dropped).
+      for (int64_t i = 0; i < 48; i += 3)
+        add_thresholds(from_bits(static_cast<uint32_t>(0x7F7FFFFF - i)), 0x1p125, 4);
+      // Inf (scale code 0x00) and NaN (the NaN-skipping amax's code) beside
+      // values around the thresholds of a few units, in every block position.
+      for (float special : {inf, -inf, nan})
+        for (int c : {0, 1, 2, 100, 127, 200, 252}) {
+          const double d = std::ldexp(1.0, c - 128);
+          const size_t first = blocks.size();
+          add_thresholds(static_cast<float>(12.0 * d), d, 2);
+          for (size_t b = first; b < blocks.size(); ++b) {
+            blocks[b].resize(static_cast<size_t>(block), 0.0f);
+            blocks[b][(b - first) % static_cast<size_t>(block)] = special;
+          }
+        }
+      // Wrapped scale codes (amax below 2^-125): every binade's bottom, middle
+      // and top, with smaller values of both signs and -0.
+      for (int e = -149; e <= -125; ++e)
+        for (float amax : {std::ldexp(1.0f, e), std::ldexp(1.5f, e), std::nextafter(std::ldexp(1.0f, e + 1), 0.0f)}) {
+          std::vector<float> b{amax, -amax, -0.0f, 0.0f};
+          for (int i = 1; static_cast<int>(b.size()) < block; ++i) {
+            const float v = from_bits(static_cast<uint32_t>(static_cast<int64_t>(bits_of(amax)) * i / block));
+            b.push_back(i % 2 ? v : -v);
+          }
+          blocks.push_back(b);
+        }
+    }
+    expect_fast_equals_reference(blocks_tensor(blocks, block, false), options_for({&r, r.element_rounding}),
+                                 std::string(id) + " thresholds");
   }
-  EXPECT_GE(scales, 100);
-  // Scale 0x7E (every amax / 6 >= 256): the literal argmin takes over at 2^20 d, d = 224.
-  const float limit = std::ldexp(224.0f, 20);
-  for (int64_t i = -3; i <= 3; ++i) {
-    const float amax = from_bits(static_cast<uint32_t>(static_cast<int64_t>(bits_of(limit)) + i));
-    for (int k = 1; k < 8; ++k) add_window(amax, (kMagnitudes[k - 1] + kMagnitudes[k]) / 2 * 224.0);
-    add_window(amax, 10.0 * 224.0 * 1024.0);  // far above 12 d, below the limit
-    add_window(amax, amax);
-  }
-  const Recipe& r = *find_recipe("nvfp4.ggml");
-  expect_fast_equals_reference(blocks_tensor(blocks, 16, false), options_for({&r, r.element_rounding}),
-                               "nvfp4.ggml thresholds");
 }
 
 // Dequantize of arbitrary bytes (every scale byte, NaN scales, any code, odd

@@ -59,6 +59,9 @@ uint8_t mxfp4_quantize_block(const Recipe& recipe, Rounding rounding, const floa
 void mxfp4_decode_block(const Recipe& recipe, uint8_t scale, const uint8_t* codes, float* out);
 void mxfp4_fake_quant_block(const Recipe& recipe, Rounding rounding, const float* x, float* out,
                             const uint8_t* rbits = nullptr);
+// ggml's GGML_E8M0_TO_FP32_HALF (ggml-impl.h): 2^(c-128), half the scale, the
+// unit of mxfp4.ggml's argmin (0xFF gives 2^127, not NaN).
+float ggml_e8m0_to_fp32_half(uint8_t c);
 
 // --------------------------------------------------------------- NVFP4 ------
 inline constexpr int kNvBlock = 16;

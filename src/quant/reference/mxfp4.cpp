@@ -266,13 +266,16 @@ uint8_t element_convert(const MxParams& p, Rounding rounding, uint8_t c, float v
   return e2m1_encode(y, rounding);
 }
 
-// GGML_E8M0_TO_FP32_HALF: 2^(c-128) for every code (0xFF gives 2^127, not NaN).
+}  // namespace
+
 float ggml_e8m0_to_fp32_half(uint8_t c) { return std::ldexp(1.0f, static_cast<int>(c) - 128); }
+
+namespace {
 
 // §5.4 ggml best_index_mxfp4 with d = GGML_E8M0_TO_FP32_HALF(c). When
 // |x| >> 6X (only after an Inf amax wrapped the scale to 0x00) several errors
 // round to the same value and the first index wins (library_ops.hpp).
-// SIMD twin: src/quant/simd/mxfp4-inl.h MxGgmlQuantizeBlock.
+// SIMD twin: src/quant/simd/ggml-inl.h GgmlArgmin, GgmlArgminLiteral (mxfp4-inl.h MxGgmlCodes).
 uint8_t element_ggml_argmin(uint8_t c, float v) { return library::ggml_best_index(ggml_e8m0_to_fp32_half(c), v); }
 
 uint8_t element_code(const MxParams& p, Rounding rounding, uint8_t c, float v, uint8_t r) {

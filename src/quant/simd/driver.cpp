@@ -363,61 +363,79 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
   k.rounding = o.rounding;
   k.nibble_order = o.nibble_order;
   k.scale_bit_order = o.scale_bit_order;
+  if (k.family == KernelFamily::nvfp4_ggml || k.family == KernelFamily::mxfp4_ggml)
+    k.ggml_argmin = ggml_argmin_table(o.recipe->format);
   return k;
 }
 
-// ---- nvfp4.ggml's argmin as thresholds ------------------------------------------
-// For x >= 0 and a block scale d > 0 the literal argmin (reference quantize_ggml,
-// ggml-quants.c:337-348) ranks only the candidates kv*d of ggml-common.h:1126-1129
-// on x's side: the others and index 8 never beat index 0. Between two
-// neighbours v = kv[k-1]*d and w = kv[k]*d, fp32(w - x) falls and fp32(x - v)
-// rises with x (rounding is monotone), so the argmin moves from k - 1 to k at
-// one fp32 x, threshold[k], and no farther candidate wins while |x| < 2^20 d
-// (there every fp32 difference of two candidates' errors, at least d, survives
-// rounding). threshold[k] is found on the fp32 line by bisection with the
-// library's own comparison, the strict '<' of `err < best_err` included;
-// SimdGgmlArgmin tests it against the reference around every threshold.
+// ---- ggml's argmin as thresholds (nvfp4.ggml, mxfp4.ggml) ------------------------
+// For x >= 0 and a unit d > 0 the literal argmin (library_ops.hpp
+// ggml_best_index, ggml-quants.c:337-348) ranks only the candidates kv*d of
+// ggml-common.h:1126-1129 on x's side: the others and index 8 never beat
+// index 0. Between two neighbours v = kv[k-1]*d and w = kv[k]*d, fp32(w - x)
+// falls and fp32(x - v) rises with x (rounding is monotone), so the argmin
+// moves from k - 1 to k at one fp32 x, threshold[k], and no farther candidate
+// wins while |x| < 2^20 d (there every fp32 difference of two candidates'
+// errors, at least d, survives rounding). threshold[k] is found on the fp32
+// line by bisection with the library's own comparison, the strict '<' of
+// `err < best_err` included; SimdGgmlArgmin tests it against the reference
+// around every threshold. A candidate whose fp32(kv*d) overflows (mxfp4.ggml's
+// units 2^125..2^127, reached only by scale codes that wrapped) has error +Inf
+// (NaN at x = Inf) and never wins: its threshold is +Inf.
 
 // fabsf(kv*d - x) as ggml evaluates it (ggml-quants.c:339, 341).
 float ggml_error(int kv, float d, float x) { return std::fabs(static_cast<float>(kv) * d - x); }
 
-GgmlArgminRow ggml_argmin_row(uint8_t s) {
+GgmlArgminRow ggml_argmin_row(float d) {
   static constexpr int kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // kvalues_fp4[0..7]
   GgmlArgminRow row;
-  row.d = reference::ggml_ue4m3_to_fp32(s);
+  row.d = d;
   const float inf = std::numeric_limits<float>::infinity();
   std::fill(std::begin(row.threshold) + 1, std::end(row.threshold), inf);
-  if (row.d == 0.0f) {  // every error is |x|: index 0 (a block that holds Inf has a nonzero scale)
+  if (d == 0.0f) {  // every error is |x|: index 0 (nvfp4.ggml: a block that holds Inf has a nonzero scale)
     row.minus_threshold1 = -inf;
     row.limit_bits = std::bit_cast<uint32_t>(inf);
     return row;
   }
+  // Past 2^20 d candidates merge; past the largest finite candidate the
+  // lookup's index could name an Inf threshold (GgmlArgmin).
+  row.limit_bits = std::bit_cast<uint32_t>(std::ldexp(d, 20));  // +Inf's bits where that overflows
   for (int k = 1; k < 8; ++k) {
+    if (std::isinf(kMagnitudes[k] * d)) {
+      row.limit_bits = std::bit_cast<uint32_t>(kMagnitudes[k - 1] * d);
+      break;
+    }
     // The comparison fails at v (error 0 there) and holds at w.
-    uint32_t lo = std::bit_cast<uint32_t>(kMagnitudes[k - 1] * row.d);
-    uint32_t hi = std::bit_cast<uint32_t>(kMagnitudes[k] * row.d);
+    uint32_t lo = std::bit_cast<uint32_t>(kMagnitudes[k - 1] * d);
+    uint32_t hi = std::bit_cast<uint32_t>(kMagnitudes[k] * d);
     while (hi - lo > 1) {
       const uint32_t mid = lo + (hi - lo) / 2;
       const float x = std::bit_cast<float>(mid);
-      (ggml_error(kMagnitudes[k], row.d, x) < ggml_error(kMagnitudes[k - 1], row.d, x) ? hi : lo) = mid;
+      (ggml_error(kMagnitudes[k], d, x) < ggml_error(kMagnitudes[k - 1], d, x) ? hi : lo) = mid;
     }
     row.threshold[k] = std::bit_cast<float>(hi);
   }
   row.minus_threshold1 = -row.threshold[1];
-  row.ratio = kGgmlArgminRatio / row.d;
-  row.limit_bits = std::bit_cast<uint32_t>(std::ldexp(row.d, 20));
+  row.ratio = kGgmlArgminRatio / d;
   return row;
+}
+
+// The rows of scale codes 0..kCodes-1 whose unit is kUnit(code), built once.
+template <size_t kCodes, float (*kUnit)(uint8_t)>
+const GgmlArgminRow* ggml_rows() {
+  static const std::array<GgmlArgminRow, kCodes> table = [] {
+    std::array<GgmlArgminRow, kCodes> t;
+    for (size_t c = 0; c < kCodes; ++c) t[c] = ggml_argmin_row(kUnit(static_cast<uint8_t>(c)));
+    return t;
+  }();
+  return table.data();
 }
 
 }  // namespace
 
-const GgmlArgminRow* ggml_argmin_table() {
-  static const std::array<GgmlArgminRow, 128> table = [] {
-    std::array<GgmlArgminRow, 128> t;
-    for (int s = 0; s < 128; ++s) t[s] = ggml_argmin_row(static_cast<uint8_t>(s));
-    return t;
-  }();
-  return table.data();
+const GgmlArgminRow* ggml_argmin_table(Format format) {
+  if (format == Format::mxfp4) return ggml_rows<256, reference::ggml_e8m0_to_fp32_half>();
+  return ggml_rows<128, reference::ggml_ue4m3_to_fp32>();
 }
 
 namespace {
@@ -480,7 +498,6 @@ void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelA
     k.nv_factor = state.factor.data();
   }
   k.nv_positive_zero = reference::nvfp4_decode_positive_zero(r);
-  if (r.nv.rule == NvScaleRule::ggml) k.nv_ggml_argmin = ggml_argmin_table();
 }
 
 bool nv_single_level(const Recipe& r) { return r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml; }

@@ -208,7 +208,7 @@ NvTensorConstants NvConstants(const KernelArgs& k) {
   t.bf16_quotient = p.ct_bf16_quotient;
   t.select_mse = p.select_metric == NvSelectMetric::mse;
   t.factor = k.nv_factor;
-  t.ggml = k.nv_ggml_argmin;
+  t.ggml = k.ggml_argmin;
   t.two_step = !reference::nvfp4_decode_is_block_factor(*k.recipe);
   t.positive_zero = k.nv_positive_zero;
   t.order = k.nibble_order;
@@ -381,9 +381,13 @@ void FakeQuantValues(const KernelArgs& k, const float* HWY_RESTRICT x, float* HW
         });
         break;
       }
-      case KernelFamily::mxfp4_ggml:
-        FakeQuantRun<kMxBlock>(x, y, n, [](const float* in, float* out, int64_t) { MxGgmlFakeQuantBlock(in, out); });
+      case KernelFamily::mxfp4_ggml: {
+        const GgmlArgminRow* rows = k.ggml_argmin;
+        FakeQuantRun<kMxBlock>(x, y, n, [rows](const float* in, float* out, int64_t) {
+          MxGgmlFakeQuantBlock(rows, in, out);
+        });
         break;
+      }
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
         FakeQuantRun<kMxBlock>(x, y, n, [&](const float* in, float* out, int64_t at) {
@@ -412,13 +416,16 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
           Hif4QuantizeRun<decltype(elements)::value, R>(k, x, n, codes, scales);
         });
         break;
-      case KernelFamily::mxfp4_ggml:
-        QuantizeRun<kMxBlock, 2 * kMxBlock, 1>(k.nibble_order, x, n, codes, scales,
-                                            [](const float* in, uint8_t* c, uint32_t* scale, int64_t) {
-                                              scale[0] = MxGgmlQuantize(in, c);
-                                              scale[1] = MxGgmlQuantize(in + kMxBlock, c + kMxBlock);
-                                            });
+      case KernelFamily::mxfp4_ggml: {
+        const GgmlArgminRow* rows = k.ggml_argmin;
+        const NibbleOrder nibbles = k.nibble_order;
+        QuantizeRun<kMxBlock, kMxBlock, 1, true>(nibbles, x, n, codes, scales,
+                                              [rows, nibbles](const float* in, uint8_t* packed, uint32_t* scale,
+                                                              int64_t) FP4EMU_NOINLINE_LAMBDA {
+                                                scale[0] = MxGgmlQuantize(rows, in, nibbles, packed);
+                                              });
         break;
+      }
       case KernelFamily::mxfp4: {
         const MxParams& p = k.recipe->mx;
         const NibbleOrder nibbles = k.nibble_order;

@@ -23,24 +23,28 @@ enum class KernelFamily : uint8_t {
   nvfp4_ggml,     // docs/spec/nvfp4.md §4.0: ggml's UE4M3 and argmin elements
 };
 
-// nvfp4.ggml's element rule, ggml's argmin best_index_mxfp4 (ggml-quants.c:337-348 at
-// d99724f2: the first k of the smallest fp32 |kvalues_fp4[k]*d - x|, ggml-common.h:1126-1129),
-// as thresholds on |x| for one block scale code s (driver.cpp ggml_argmin_table).
+// The element rule of nvfp4.ggml and mxfp4.ggml, ggml's argmin best_index_mxfp4
+// (ggml-quants.c:337-348 at d99724f2: the first k of the smallest fp32
+// |kvalues_fp4[k]*d - x|, ggml-common.h:1126-1129), as thresholds on |x| for
+// one unit d, the block scale's half (driver.cpp ggml_argmin_row).
 struct GgmlArgminRow {
   // threshold[k], k = 1..7: the smallest fp32 |x| the argmin gives magnitude k
-  // rather than k - 1; threshold[0] = 0; 8..15 are +Inf, never indexed.
+  // rather than k - 1 (+Inf where fp32(kv*d) overflows: never); threshold[0]
+  // = 0; 8..15 are +Inf, never indexed.
   alignas(64) float threshold[16] = {};
   float minus_threshold1 = 0.0f;  // -threshold[1]: x at or below it has code 8 + magnitude
-  float d = 0.0f;      // ggml_ue4m3_to_fp32(s): half the scale
+  float d = 0.0f;      // the unit: ggml_ue4m3_to_fp32(s) or ggml_e8m0_to_fp32_half(c)
   float ratio = 0.0f;  // fp32(kGgmlArgminRatio / d) (0 when d = 0): the lookup's estimate of |x| / d
   // Blocks whose largest |x| bits (NaN included) reach this take the literal
-  // argmin: beyond 2^20 d fp32 differences merge candidates, and NaN needs the
-  // NaN-dropping amax.
+  // argmin: beyond 2^20 d fp32 differences merge candidates, beyond the
+  // largest finite candidate the lookup could name an Inf threshold, and NaN
+  // needs the NaN-dropping amax. At most the bits of +Inf.
   uint32_t limit_bits = 0;
 };
 inline constexpr float kGgmlArgminRatio = 0.79f;
-// The 128 rows (scale codes 0..0x7F), built once.
-const GgmlArgminRow* ggml_argmin_table();
+// The rows of every scale code, built once: nvfp4 128 (UE4M3 codes
+// 0..0x7F), mxfp4 256 (E8M0 codes).
+const GgmlArgminRow* ggml_argmin_table(Format format);
 
 struct KernelArgs {
   const Recipe* recipe = nullptr;
@@ -58,9 +62,10 @@ struct KernelArgs {
   // code 0x8 decodes to +0 when nv_positive_zero.
   const float* nv_factor = nullptr;
   bool nv_positive_zero = false;
-  const GgmlArgminRow* nv_ggml_argmin = nullptr;  // nvfp4.ggml: ggml_argmin_table()
   // NVFP4 16x16 tiles (tile_2d): the amax of each block of the run, or null.
   const float* nv_block_amax = nullptr;
+  // nvfp4.ggml and mxfp4.ggml: the argmin's rows, ggml_argmin_table(format).
+  const GgmlArgminRow* ggml_argmin = nullptr;
   // Rounding::stochastic: the run's random bytes, one per value from its
   // start, for the run rounded up to kRbitsPad values (the zero padding of a
   // tail rounds to 0 whatever its bytes); null otherwise.

@@ -19,8 +19,8 @@
 #include <type_traits>
 
 #include "codec-inl.h"
+#include "ggml-inl.h"
 #include "pack-inl.h"
-#include "src/quant/library_ops.hpp"
 #include "fp4emu/quant/recipe.hpp"
 #include "hwy/highway.h"
 
@@ -231,41 +231,47 @@ HWY_INLINE uint8_t MxGgmlScaleCode(uint32_t amax_bits) {
   return static_cast<uint8_t>(static_cast<uint32_t>(MxLog2fFloor(amax_bits) - 2 + 127) & 0xFFu);
 }
 
-// mxfp4.cpp element_ggml_argmin (library_ops.hpp ggml_best_index): argmin_i fabsf(fp32(kv_i * d - x)), strict
-// `<` in code order. A candidate of the other sign than x is never strictly
-// better than code 0 (its error is at least |x|, code 0's), and fp32
-// subtraction is symmetric in sign, so the argmin runs over the 8 magnitudes
-// with |x| and the sign is added to a nonzero index. NaN and Inf give 0.
-HWY_INLINE void MxGgmlQuantizeBlock(uint8_t c, const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
+// mxfp4.cpp mxfp4_quantize_block for mxfp4.ggml: the scale code, and the
+// block's codes (sign in bit 3) in registers, by ggml's argmin
+// (element_ggml_argmin) with unit d = GGML_E8M0_TO_FP32_HALF(c) = rows[c].d.
+// The row is chosen from the largest |x| bits with NaN above +Inf, which give
+// scale code 0x00 (as +Inf does), whose row's limit is below them: a block
+// with NaN or Inf, or beyond its row's thresholds, takes the literal argmin
+// with the scale code of ggml's NaN-skipping amax.
+HWY_INLINE uint8_t MxGgmlCodes(const GgmlArgminRow* HWY_RESTRICT rows, const float* HWY_RESTRICT x,
+                               IntVec<MxTag>* HWY_RESTRICT codes) {
   const MxTag d;
-  const hn::RebindToSigned<MxTag> di;
-  // GGML_E8M0_TO_FP32_HALF: 2^(c-128), the fp32 subnormals 2^-128 and 2^-127 for c = 0, 1.
-  const uint32_t unit_bits = c >= 2 ? static_cast<uint32_t>(c - 1) << 23 : 0x00400000u >> (1 - c);
-  const float unit = std::bit_cast<float>(unit_bits);
-  alignas(64) float candidates[8];
-  for (int i = 0; i < 8; ++i) candidates[i] = library::kGgmlValues[i] * unit;  // exact or +Inf, as fp32_mul
-  for (int i = 0; i < kMxBlock; i += static_cast<int>(hn::Lanes(d))) {
-    const auto v = hn::LoadU(d, x + i);
-    const auto a = hn::Abs(v);
-    auto best_err = a;  // code 0: |0 - x|
-    auto best = hn::Zero(di);
-    for (int k = 1; k < 8; ++k) {
-      const auto err = hn::Abs(hn::Sub(hn::Set(d, candidates[k]), a));
-      const auto better = hn::Lt(err, best_err);
-      best_err = hn::IfThenElse(better, err, best_err);
-      best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
-    }
-    const auto negative = hn::And(hn::RebindMask(di, hn::Lt(v, hn::Zero(d))), hn::Ne(best, hn::Zero(di)));
-    StoreCodeBytes(d, hn::IfThenElse(negative, hn::Or(best, hn::Set(di, 8)), best), codes + i);
+  const int n = static_cast<int>(hn::Lanes(d));
+  const auto max_bits = static_cast<uint32_t>(hn::GetLane(MxAmaxBits(d, x)));
+  uint8_t c = MxGgmlScaleCode(max_bits);
+  if (HWY_LIKELY(max_bits < rows[c].limit_bits)) {
+    for (int i = 0; i < kMxBlock; i += n) codes[i / n] = GgmlArgmin(d, rows[c], hn::LoadU(d, x + i));
+    return c;
   }
+  c = MxGgmlScaleCode(static_cast<uint32_t>(hn::GetLane(MxAmaxBits<false>(d, x))));
+  for (int i = 0; i < kMxBlock; i += n) codes[i / n] = GgmlArgminLiteral(d, rows[c].d, hn::LoadU(d, x + i));
+  return c;
 }
 
-// mxfp4.cpp mxfp4_quantize_block for mxfp4.ggml.
-HWY_INLINE uint8_t MxGgmlQuantize(const float* HWY_RESTRICT x, uint8_t* HWY_RESTRICT codes) {
+// The codes packed in `order` (16 bytes at packed); returns the scale code.
+HWY_INLINE uint8_t MxGgmlQuantize(const GgmlArgminRow* HWY_RESTRICT rows, const float* HWY_RESTRICT x,
+                                  NibbleOrder order, uint8_t* HWY_RESTRICT packed) {
   const MxTag d;
-  const uint8_t c = MxGgmlScaleCode(static_cast<uint32_t>(hn::GetLane(MxAmaxBits<false>(d, x))));
-  MxGgmlQuantizeBlock(c, x, codes);
+  IntVec<MxTag> codes[kMxBlock / hn::MaxLanes(d)];
+  const uint8_t c = MxGgmlCodes(rows, x, codes);
+  PackCodeVectors<kMxBlock>(hn::RebindToSigned<MxTag>(), order, codes, packed);
   return c;
+}
+
+// mxfp4.cpp mxfp4_fake_quant_block for mxfp4.ggml: each code's value as
+// MxGgmlDecodeBlock gives it (GgmlCodeValue: the argmin gives no code 0x8).
+HWY_INLINE void MxGgmlFakeQuantBlock(const GgmlArgminRow* HWY_RESTRICT rows, const float* HWY_RESTRICT x,
+                                     float* HWY_RESTRICT y) {
+  const MxTag d;
+  const int n = static_cast<int>(hn::Lanes(d));
+  IntVec<MxTag> codes[kMxBlock / hn::MaxLanes(d)];
+  const auto unit = hn::Set(d, rows[MxGgmlCodes(rows, x, codes)].d);
+  for (int i = 0; i < kMxBlock; i += n) hn::StoreU(GgmlCodeValue(d, codes[i / n], unit), d, y + i);
 }
 
 // mxfp4_decode_block for mxfp4.ggml, ggml's own decoder: code & 7 == 0 is +0,
@@ -285,13 +291,6 @@ HWY_INLINE void MxGgmlDecodeBlock(uint8_t scale, const uint8_t* HWY_RESTRICT cod
                                                                           hn::And(c, hn::Set(di, 8)))));
     hn::StoreU(hn::Mul(hn::Mul(hn::Or(magnitude, sign), unit), high), d, y + i);
   }
-}
-
-// mxfp4.cpp mxfp4_fake_quant_block for mxfp4.ggml.
-HWY_INLINE void MxGgmlFakeQuantBlock(const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
-  alignas(64) uint8_t codes[kMxBlock];
-  const uint8_t c = MxGgmlQuantize(x, codes);
-  MxGgmlDecodeBlock(c, codes, y);
 }
 
 // mxfp4_decode_block for the convert recipes: 0xFF -> NaN block, else

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "codec-inl.h"
+#include "ggml-inl.h"
 #include "fp4emu/quant/nvfp4_params.hpp"
 #include "fp4emu/quant/reference.hpp"
 #include "hwy/highway.h"
@@ -483,65 +484,10 @@ HWY_INLINE IntVec<D> GgmlUe4m3Code(D d, hn::Vec<D> x) {
   return hn::IfThenElseZero(positive, code);
 }
 
-// The argmin over ggml's kvalues {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}
-// (times d; ggml-common.h:1126-1129) runs over the magnitudes of |x|:
-// fp32(kv*d - x) is the negation of fp32(-kv*d + x) (round to nearest is
-// symmetric), the candidates of the other sign and index 8 never beat index 0
-// (|x| <= their error, and index 0 comes first), and indices 9..15 are 1..7
-// with the sign. So a nonzero magnitude k of a negative x is code 8 + k.
-
-// ggml's element step runs on at most 8 lanes, so that a block is whole
-// vectors (PackCodeVectors) and four blocks reduce to one 4-lane vector.
+// ggml's element step (ggml-inl.h GgmlArgmin) runs on at most 8 lanes, so
+// that a block is whole vectors (PackCodeVectors) and four blocks reduce to
+// one 4-lane vector.
 using NvGgmlTag = hn::CappedTag<float, 8>;
-
-// best_index_mxfp4 (ggml-quants.c:337-348) literally: the first index of the
-// smallest fp32(|m*d - |x||), strict '<'; NaN and Inf -> 0. The blocks the
-// thresholds do not cover (GgmlArgminRow::limit_bits) take this.
-HWY_INLINE IntVec<NvGgmlTag> NvGgmlArgminLiteral(float d_half, hn::Vec<NvGgmlTag> v) {
-  static constexpr float kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};
-  const NvGgmlTag d;
-  const hn::RebindToSigned<NvGgmlTag> di;
-  const auto a = hn::Abs(v);
-  auto best_err = a;  // m = 0: |0 - |x||
-  auto best = hn::Zero(di);
-  for (int k = 1; k < 8; ++k) {
-    const auto err = hn::Abs(hn::Sub(hn::Set(d, kMagnitudes[k] * d_half), a));
-    const auto better = hn::Lt(err, best_err);
-    best_err = hn::IfThenElse(better, err, best_err);
-    best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
-  }
-  const auto negative = hn::RebindMask(di, hn::Lt(v, hn::Zero(d)));
-  return hn::IfThenElse(hn::And(negative, hn::Gt(best, hn::Zero(di))), hn::Or(best, hn::Set(di, 8)), best);
-}
-
-// The same codes from the row's thresholds (driver.cpp ggml_argmin_row), for
-// a block whose largest |x| is below row.limit_bits (no NaN, no Inf). The
-// magnitude is the number of thresholds at or below |x|. With 8 lanes one
-// threshold is compared: z = min(|x| * 0.79/d + 0.75, 8) puts |x| / d
-// between two neighbouring magnitudes (z's exponent and first mantissa bit,
-// 2 * exponent + bit - 253, step at |x| / d = 0.32, 0.95, 1.58, 2.85, 4.11,
-// 6.65 and 9.18, each at least 5 % inside the gap between two thresholds,
-// which sit at 0.5, 1.5, 2.5, 3.5, 5, 7 and 10 d to within 2^-20), and that
-// index's threshold decides between them.
-template <class D>  // NvGgmlTag, as NvGgmlGroupMaxBits
-HWY_INLINE IntVec<D> NvGgmlArgmin(D d, const GgmlArgminRow& row, hn::Vec<D> v) {
-  const hn::RebindToSigned<D> di;
-  const auto a = hn::Abs(v);
-  IntVec<D> best;
-  if constexpr (hn::MaxLanes(d) == 8) {
-    const auto z = hn::Min(hn::MulAdd(a, hn::Set(d, row.ratio), hn::Set(d, 0.75f)), hn::Set(d, 8.0f));
-    const auto index = hn::Sub(hn::ShiftRight<22>(hn::BitCast(di, z)), hn::Set(di, 253));  // 0..7
-    const auto threshold = hn::TableLookupLanes(hn::Load(d, row.threshold), hn::IndicesFromVec(d, index));
-    best = hn::Add(index, hn::VecFromMask(di, hn::RebindMask(di, hn::Lt(a, threshold))));
-  } else {
-    best = hn::Zero(di);
-    for (int k = 1; k < 8; ++k)
-      best = hn::Sub(best, hn::VecFromMask(di, hn::RebindMask(di, hn::Ge(a, hn::Set(d, row.threshold[k])))));
-  }
-  // Code 8 + k for x <= -threshold[1] (a nonzero magnitude of a negative x).
-  const auto negative = hn::RebindMask(di, hn::Le(v, hn::Set(d, row.minus_threshold1)));
-  return hn::Or(best, hn::IfThenElseZero(negative, hn::Set(di, 8)));
-}
 
 // The largest |x| bits of each of the kNvGroup blocks at x, NaN included
 // (above kInfBits), to out. With 8 lanes (two per block) the four blocks'
@@ -574,8 +520,8 @@ HWY_INLINE void NvGgmlGroupMaxBits(D d, const float* HWY_RESTRICT x, int32_t* HW
 }
 
 // quantize_ggml, kNvGroup blocks: fake-quant values to y when y is set (the
-// decode factor of scale s is 2d, ggml_ue4m3_to_fp32 * 2), else the codes
-// packed in `order` (kNvGroup * 8 bytes) and the scale codes.
+// decode factor of scale s is 2d, ggml_ue4m3_to_fp32 * 2: GgmlCodeValue),
+// else the codes packed in `order` (kNvGroup * 8 bytes) and the scale codes.
 HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, NibbleOrder order, const float* HWY_RESTRICT x,
                             float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales) {
   const NvGgmlTag d;
@@ -601,8 +547,8 @@ HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, NibbleOrder order, const
     IntVec<NvGgmlTag> code[kVectors];
     for (int i = 0; i < kNvBlock; i += n) {
       const auto v = hn::LoadU(d, xb + i);
-      code[i / n] = HWY_UNLIKELY(literal) ? NvGgmlArgminLiteral(row.d, v) : NvGgmlArgmin(d, row, v);
-      if (y) hn::StoreU(hn::Mul(NvCodeValue(d, code[i / n], true), hn::Set(d, row.d * 2.0f)), d, y + b * kNvBlock + i);
+      code[i / n] = HWY_UNLIKELY(literal) ? GgmlArgminLiteral(d, row.d, v) : GgmlArgmin(d, row, v);
+      if (y) hn::StoreU(GgmlCodeValue(d, code[i / n], hn::Set(d, row.d)), d, y + b * kNvBlock + i);
     }
     if (!y) {
       PackCodeVectors<kNvBlock>(di, order, code, packed + b * (kNvBlock / 2));
