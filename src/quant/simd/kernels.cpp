@@ -421,7 +421,7 @@ void QuantizeValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n,
         const NibbleOrder nibbles = k.nibble_order;
         QuantizeRun<kMxBlock, kMxBlock, 1, true>(nibbles, x, n, codes, scales,
                                               [rows, nibbles](const float* in, uint8_t* packed, uint32_t* scale,
-                                                              int64_t) FP4EMU_NOINLINE_LAMBDA {
+                                                              int64_t) FP4EMU_INLINE_LAMBDA {
                                                 scale[0] = MxGgmlQuantize(rows, in, nibbles, packed);
                                               });
         break;
