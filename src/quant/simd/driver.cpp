@@ -26,6 +26,7 @@
 #include "fp4emu/quant/reference.hpp"
 #include "fp4emu/threads.hpp"
 #include "kernels.hpp"
+#include "src/quant/library_ops.hpp"
 #include "src/quant/simd.hpp"
 
 namespace fp4emu::simd {
@@ -387,7 +388,7 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
 float ggml_error(int kv, float d, float x) { return std::fabs(static_cast<float>(kv) * d - x); }
 
 GgmlArgminRow ggml_argmin_row(float d) {
-  static constexpr int kMagnitudes[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // kvalues_fp4[0..7]
+  const auto& kMagnitudes = library::kGgmlValues;  // kvalues_fp4: 0..7 are the magnitudes
   GgmlArgminRow row;
   row.d = d;
   const float inf = std::numeric_limits<float>::infinity();

@@ -18,18 +18,28 @@
 #define FP4EMU_SRC_QUANT_SIMD_GGML_INL_H_
 #endif
 
+#include <cstddef>
 #include <cstdint>
 
 #include "codec-inl.h"
 #include "hwy/highway.h"
 #include "kernels.hpp"
+#include "src/quant/library_ops.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace fp4emu::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// kvalues_fp4[0..7], padded to 16 for a lookup in a 16-lane vector.
-alignas(64) constexpr float kGgmlMagnitudes[16] = {0, 1, 2, 3, 4, 6, 8, 12};
+// kvalues_fp4[0..7] (library::kGgmlValues) as fp32, padded to 16 for a
+// lookup in a 16-lane vector.
+struct alignas(64) GgmlMagnitudes {
+  float v[16] = {};
+};
+constexpr GgmlMagnitudes kGgmlMagnitudes = [] {
+  GgmlMagnitudes m;
+  for (int k = 0; k < 8; ++k) m.v[k] = library::kGgmlValues[static_cast<size_t>(k)];
+  return m;
+}();
 
 // Whether D's vectors hold a row's lookup table (GgmlArgminRow::threshold,
 // 16 entries, 8 used): one TableLookupLanes then picks an entry per lane.
@@ -49,7 +59,7 @@ HWY_INLINE IntVec<D> GgmlArgminLiteral(D d, float unit, hn::Vec<D> v) {
   auto best_err = a;  // m = 0: |0 - |x||
   auto best = hn::Zero(di);
   for (int k = 1; k < 8; ++k) {
-    const auto err = hn::Abs(hn::Sub(hn::Set(d, kGgmlMagnitudes[k] * unit), a));
+    const auto err = hn::Abs(hn::Sub(hn::Set(d, kGgmlMagnitudes.v[k] * unit), a));
     const auto better = hn::Lt(err, best_err);
     best_err = hn::IfThenElse(better, err, best_err);
     best = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, k), best);
@@ -97,7 +107,7 @@ HWY_INLINE hn::Vec<D> GgmlCodeValue(D d, IntVec<D> code, hn::Vec<D> unit) {
   const auto m = hn::And(code, hn::Set(di, 7));
   hn::Vec<D> kv;
   if constexpr (GgmlLookupFits(d)) {
-    kv = hn::TableLookupLanes(hn::Load(d, kGgmlMagnitudes), hn::IndicesFromVec(d, m));
+    kv = hn::TableLookupLanes(hn::Load(d, kGgmlMagnitudes.v), hn::IndicesFromVec(d, m));
   } else {
     const auto e2m1 = E2m1Value(d, m);
     kv = hn::Add(e2m1, e2m1);  // exact
