@@ -381,8 +381,9 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
 // line by bisection with the library's own comparison, the strict '<' of
 // `err < best_err` included; SimdGgmlArgmin tests it against the reference
 // around every threshold. A candidate whose fp32(kv*d) overflows (mxfp4.ggml's
-// units 2^125..2^127, reached only by scale codes that wrapped) has error +Inf
-// (NaN at x = Inf) and never wins: its threshold is +Inf.
+// units 2^125..2^127: scale codes that wrapped, and 253 from an amax whose
+// log2f rounds to 128) has error +Inf (NaN at x = Inf) and never wins: its
+// threshold is +Inf.
 
 // fabsf(kv*d - x) as ggml evaluates it (ggml-quants.c:339, 341).
 float ggml_error(int kv, float d, float x) { return std::fabs(static_cast<float>(kv) * d - x); }
