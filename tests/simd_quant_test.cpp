@@ -599,6 +599,154 @@ TEST_P(SimdVsReference, OutputDoesNotDependOnTheThreadCount) {
 INSTANTIATE_TEST_SUITE_P(FastRecipes, SimdVsReference, ::testing::ValuesIn(fast_configs()),
                          [](const ::testing::TestParamInfo<Config>& info) { return info.param.name(); });
 
+// nvfp4.te_2d with the tensor amax G under each NaN rule (the registered
+// recipe drops NaN; the others are copies that differ only there, under the
+// same id: the decode reads no amax rule). The one pass of driver.cpp
+// nv_tile_amax gives both the tiles' NaN-dropping amaxes and G.
+std::vector<Recipe> te_2d_with_each_tensor_amax_rule() {
+  std::vector<Recipe> out;
+  for (NvAmaxNan rule : {NvAmaxNan::drop, NvAmaxNan::propagate, NvAmaxNan::maxnum}) {
+    Recipe r = *find_recipe("nvfp4.te_2d");
+    r.nv.tensor_amax_nan = rule;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string amax_rule_name(NvAmaxNan rule) {
+  switch (rule) {
+    case NvAmaxNan::drop: return "drop";
+    case NvAmaxNan::propagate: return "propagate";
+    case NvAmaxNan::maxnum: return "maxnum";
+  }
+  return "?";
+}
+
+// fake_quant and quantize of a view through the reference and the fast path
+// on every target, bit for bit; `values` (row-major) for the messages.
+void expect_fast_view_equals_reference(const TensorView& x, const Tensor& values, QuantOptions o,
+                                       const std::string& what) {
+  const int64_t n = values.numel();
+  o.impl = Impl::reference;
+  std::vector<float> ref(n);
+  fake_quant(x, o, OutputView{ref.data(), {}});
+  const PackedTensor ref_packed = quantize(x, o);
+  for (int64_t target : simd::compiled_targets()) {
+    ForcedTarget forced(target);
+    const std::string where = what + " on " + simd::target_name(target);
+    QuantOptions f = o;
+    f.impl = Impl::fast;
+    f.threads = 2;
+    std::vector<float> fast(n);
+    fake_quant(x, f, OutputView{fast.data(), {}});
+    const std::string m = first_mismatch(values, ref, fast);
+    ASSERT_TRUE(m.empty()) << "fake_quant " << where << ": " << m;
+    const std::string pm = packed_mismatch(ref_packed, quantize(x, f));
+    ASSERT_TRUE(pm.empty()) << "quantize " << where << ": " << pm;
+  }
+}
+
+// NaN in a tile, tiles of NaN (a ragged one too), NaN beside -Inf, NaN first
+// and last (with payloads: propagate keeps the first), every value NaN; 37
+// rows (tiles of 16, 16 and 5 rows) of 87 values (a ragged last block); along
+// the last axis, along axis 0 (the transposed tensor), through a column-major
+// view (strided runs) and a bf16 view.
+TEST(SimdNvTiles, OnePassGivesTileAndTensorAmaxWithNanUnderEveryRule) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float payload_nan = from_bits(0xFFC01234u), other_nan = from_bits(0x7FC00077u);
+  constexpr int64_t kRows = 37, kLen = 5 * 16 + 7;
+  std::mt19937_64 rng(29);
+  std::vector<float> base(kRows * kLen);
+  for (float& v : base) v = random_wide(rng);
+  struct Case {
+    std::string what;
+    std::vector<float> data;
+  };
+  std::vector<Case> cases;
+  auto with = [&](std::string what, auto&& edit) {
+    std::vector<float> d = base;
+    edit([&](int64_t r, int64_t k) -> float& { return d[r * kLen + k]; });
+    cases.push_back({std::move(what), std::move(d)});
+  };
+  with("no NaN", [](auto) {});
+  with("one NaN in a tile", [&](auto at) { at(3, 20) = payload_nan; });
+  with("a tile of NaN", [&](auto at) {
+    for (int64_t r = 16; r < 32; ++r)
+      for (int64_t k = 32; k < 48; ++k) at(r, k) = (r + k) % 3 ? nan : payload_nan;
+  });
+  with("a ragged tile of NaN", [&](auto at) {
+    for (int64_t r = 32; r < kRows; ++r)
+      for (int64_t k = 80; k < kLen; ++k) at(r, k) = -nan;
+  });
+  with("NaN and -Inf in a tile", [&](auto at) {
+    at(20, 5) = other_nan;
+    at(27, 9) = -inf;
+    at(30, 70) = payload_nan;
+  });
+  with("NaN first and last", [&](auto at) {
+    at(0, 0) = payload_nan;
+    at(kRows - 1, kLen - 1) = other_nan;
+  });
+  cases.push_back({"all NaN", std::vector<float>(kRows * kLen, payload_nan)});
+  for (const Recipe& r : te_2d_with_each_tensor_amax_rule()) {
+    QuantOptions o;
+    o.recipe = r;  // by handle
+    o.tail = TailPolicy::pad;
+    for (const Case& c : cases) {
+      const std::string what = c.what + ", tensor amax " + amax_rule_name(r.nv.tensor_amax_nan);
+      const Tensor x = make_tensor({kRows, kLen}, c.data, false);
+      expect_fast_equals_reference(x, o, what);
+      std::vector<float> transposed(c.data.size());
+      for (int64_t i = 0; i < kRows; ++i)
+        for (int64_t k = 0; k < kLen; ++k) transposed[k * kRows + i] = c.data[i * kLen + k];
+      QuantOptions along0 = o;
+      along0.axis = 0;
+      expect_fast_equals_reference(make_tensor({kLen, kRows}, transposed, false), along0, what + ", axis 0");
+      // x itself, laid out column-major: rows read at stride kRows.
+      expect_fast_view_equals_reference(TensorView{transposed.data(), InputDType::f32, {kRows, kLen}, {1, kRows}}, x,
+                                        o, what + ", column-major view");
+      std::vector<uint16_t> bf16(c.data.size());
+      for (size_t i = 0; i < bf16.size(); ++i) bf16[i] = bf16_encode(c.data[i]);
+      expect_fast_view_equals_reference(bf16_view(bf16, {kRows, kLen}), x, o, what + ", bf16 view");
+    }
+  }
+}
+
+// The tile pass splits 16-row groups over threads and merges their parts of
+// G in any order: the same bits as the reference on 1, 2, 3 and 8 threads,
+// with NaN (payloads) in tiles that different threads take. 661 rows (41
+// groups of 16 and one of 5) of 803 values: enough for 8 threads (the driver
+// keeps >= 2^16 values per thread).
+TEST(SimdNvTiles, TilePassDoesNotDependOnTheThreadCount) {
+  constexpr int64_t kRows = 16 * 41 + 5, kLen = 16 * 50 + 3;
+  std::mt19937_64 rng(31);
+  std::vector<float> finite(kRows * kLen);
+  for (float& v : finite) v = random_wide(rng);
+  std::vector<float> with_nan = finite;
+  for (int64_t row : {int64_t{17}, int64_t{300}, int64_t{650}})
+    with_nan[row * kLen + row % kLen] = from_bits(0x7FC00000u | static_cast<uint32_t>(row));
+  for (const Recipe& r : te_2d_with_each_tensor_amax_rule()) {
+    for (bool nan : {false, true}) {
+      const Tensor x = make_tensor({kRows, kLen}, nan ? with_nan : finite, false);
+      const std::string what =
+          std::string(nan ? "NaN" : "finite") + ", tensor amax " + amax_rule_name(r.nv.tensor_amax_nan);
+      QuantOptions o;
+      o.recipe = r;
+      o.tail = TailPolicy::pad;
+      o.impl = Impl::reference;
+      const Tensor ref = fake_quant(x, o);
+      const PackedTensor ref_packed = quantize(x, o);
+      o.impl = Impl::fast;
+      for (int threads : {1, 2, 3, 8}) {
+        o.threads = threads;
+        EXPECT_TRUE(first_mismatch(x, ref.data, fake_quant(x, o).data).empty()) << what << ", " << threads;
+        EXPECT_TRUE(packed_mismatch(ref_packed, quantize(x, o)).empty()) << what << ", " << threads;
+      }
+    }
+  }
+}
+
 // Packing options the recipes do not use by default: every nibble order and
 // HiF4 scale-bit order, fast against reference.
 TEST(SimdPacking, EveryNibbleAndScaleBitOrder) {

@@ -229,9 +229,11 @@ void gather_tile(const detail::StridedIn& x, const AxisView& v, int64_t o, int64
   });
 }
 
-// A run's values in place when they are fp32 at stride 1, else widened into buffer.
+// A run's values in place when they are fp32 at stride 1 (`in_place`), else
+// widened into buffer.
+bool in_place(const detail::StridedIn& x, int64_t step) { return x.dtype == InputDType::f32 && step == 1; }
 const float* read_run(const detail::StridedIn& x, int64_t offset, int64_t step, int64_t n, float* buffer) {
-  if (x.dtype == InputDType::f32 && step == 1) return static_cast<const float*>(x.data) + offset;
+  if (in_place(x, step)) return static_cast<const float*>(x.data) + offset;
   x.load(offset, step, n, buffer);
   return buffer;
 }
@@ -458,34 +460,40 @@ struct NvState {
 };
 
 // docs/spec/nvfp4.md §3 (quantize.cpp prepare): each block takes the NaN-dropping amax
-// of its tile, the 16 blocks at its position in 16 consecutive rows.
-void nv_tile_amax(const detail::StridedIn& x, int axis, int threads, NvState& state) {
+// of its tile, the 16 blocks at its position in 16 consecutive rows. The same
+// loads give the parts of the tensor amax G (tensor_amax merges them), so that
+// G costs no pass of its own over the input.
+std::vector<AbsMaxStats> nv_tile_amax(const detail::StridedIn& x, int axis, int threads, NvState& state) {
   const AxisView v = axis_view(x.shape, axis);
   const int64_t bpr = (v.axis_len + reference::kNvBlock - 1) / reference::kNvBlock;
   const int64_t groups = (v.rows() + 15) / 16;
   state.blocks_per_row = bpr;
-  state.block_amax.assign(v.rows() * bpr, 0.0f);
+  state.block_amax.resize(v.rows() * bpr);  // every entry is written below
   threads = threads_for(v.rows() * v.axis_len, threads);
+  std::vector<AbsMaxStats> parts(threads);  // per thread, merged in any order
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    std::vector<float> buffer(v.axis_len);
+    std::vector<float> buffer(in_place(x, x.strides[axis]) ? 0 : v.axis_len);
+    // The tile's largest |x| so far at each position of a row (zero past its end).
+    std::vector<float> lane_amax;
+    AbsMaxStats& part = parts[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < groups; ++g) {
-      float* tile = state.block_amax.data() + g * 16 * bpr;
+      lane_amax.assign(bpr * reference::kNvBlock, 0.0f);
       const int64_t rows = std::min<int64_t>(16, v.rows() - g * 16);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t row = g * 16 + r;
         const float* values = read_run(x, detail::row_offset(x.shape, x.strides, axis, row), x.strides[axis],
                                        v.axis_len, buffer.data());
-        for (int64_t b = 0; b < bpr; ++b) {
-          const int64_t k0 = b * reference::kNvBlock;
-          tile[b] = std::max(tile[b], abs_max_dropping_nan(values + k0, std::min<int64_t>(reference::kNvBlock,
-                                                                                          v.axis_len - k0)));
-        }
+        merge_amax(part, nv_tile_row_amax(values, v.axis_len, lane_amax.data()));
       }
+      float* tile = state.block_amax.data() + g * 16 * bpr;
+      for (int64_t b = 0; b < bpr; ++b)
+        tile[b] = abs_max_dropping_nan(lane_amax.data() + b * reference::kNvBlock, reference::kNvBlock);
       for (int64_t r = 1; r < rows; ++r) std::copy(tile, tile + bpr, tile + r * bpr);
     }
   }
+  return parts;
 }
 
 // The decode fields of k (nvfp4.cpp nvfp4_decode_block) for a per-tensor scale;
@@ -505,21 +513,25 @@ void nv_decode_args(const Recipe& r, const reference::NvTensorScale& ts, KernelA
 bool nv_single_level(const Recipe& r) { return r.nv.rule == NvScaleRule::torchao_1l || r.nv.rule == NvScaleRule::ggml; }
 
 // NVFP4 per-tensor scale (the reference driver's `prepare`), with the global
-// amax reduced in parallel. A single-level rule (no per-tensor scale) reads G
-// nowhere: fake-quant skips its pass, quantize (`quantizing`) stores it, and
-// takes it run by run with the quantizing (`amax_by_run`: then G is not read
-// here, and the scale returned holds G = 0).
+// amax reduced in parallel: by the 16x16 tile pass where there are tiles (one
+// read of the input for both amaxes), else by global_abs_max. A single-level
+// rule (no per-tensor scale) reads G nowhere: fake-quant skips its pass,
+// quantize (`quantizing`) stores it, and takes it run by run with the
+// quantizing (`amax_by_run`: then G is not read here, and the scale returned
+// holds G = 0).
 reference::NvTensorScale nv_tensor_scale(const ResolvedOptions& o, const detail::StridedIn& x, int threads,
                                         bool quantizing, bool amax_by_run, KernelArgs& k, NvState& state) {
   const Recipe& r = *o.recipe;
+  const std::vector<AbsMaxStats> tile_parts = r.nv.tile_2d ? nv_tile_amax(x, o.axis, threads, state)
+                                                           : std::vector<AbsMaxStats>{};
   float g = 0.0f;
   if (o.global_amax)
     g = *o.global_amax;
   else if ((quantizing && !amax_by_run) || !nv_single_level(r))
-    g = global_abs_max(x, r.nv.tensor_amax_nan, threads);
+    g = r.nv.tile_2d ? tensor_amax(tile_parts, x, r.nv.tensor_amax_nan)
+                     : global_abs_max(x, r.nv.tensor_amax_nan, threads);
   const reference::NvTensorScale ts = reference::nvfp4_tensor_scale(r, g);
   nv_decode_args(r, ts, k, state, !quantizing);
-  if (r.nv.tile_2d) nv_tile_amax(x, o.axis, threads, state);
   return ts;
 }
 
@@ -628,8 +640,9 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
   // dense fp32 its amax is taken run by run just before the run is quantized,
   // while the run is in cache, not in a pass of its own over the input (that
   // pass made nvfp4.ggml quantize read 8 bytes per value, not 4).
-  const bool amax_by_run = nvfp4 && nv_single_level(*o.recipe) && !o.global_amax && x.contiguous && v.inner == 1 &&
-                           x.dense_f32() != nullptr;
+  // (16x16 tiles take G from their tile pass.)
+  const bool amax_by_run = nvfp4 && nv_single_level(*o.recipe) && !o.recipe->nv.tile_2d && !o.global_amax &&
+                           x.contiguous && v.inner == 1 && x.dense_f32() != nullptr;
   std::vector<AbsMaxStats> run_amax(amax_by_run ? threads : 0);  // per thread, merged in any order
   auto store_tensor_scale = [&](const reference::NvTensorScale& ts) {
     p.global_amax = ts.global_amax;

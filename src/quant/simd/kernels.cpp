@@ -515,6 +515,37 @@ AbsMaxStats AbsMaxStatsOf(const float* HWY_RESTRICT x, int64_t n) {
   return {AbsMaxDroppingNan(x, n), true, all_nan};
 }
 
+// One row of a 16x16 tile group (driver.cpp nv_tile_amax): the tile's lane
+// maxima (fmaxf: NaN dropped) and the row's part of the tensor amax G, from
+// the same loads. A row with a NaN takes AbsMaxStatsOf's facts (rare).
+AbsMaxStats NvTileRowAmax(const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT lane_amax) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto most0 = hn::Zero(di), most1 = hn::Zero(di);  // the largest |x| bits, NaN included
+  // Stores the vector at `at` into lane_amax, returns its |x| bits.
+  auto step = [&](int64_t at) {
+    const auto v = hn::LoadU(d, x + at);
+    const auto tile = hn::Max(hn::BitCast(di, hn::LoadU(d, lane_amax + at)), AbsBitsDroppingNan(d, v));
+    hn::StoreU(hn::BitCast(d, tile), d, lane_amax + at);
+    return AbsBits(d, v);
+  };
+  int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {  // two vectors a step (AVX2, callgrind: 1.38 -> 1.14 per value)
+    most0 = hn::Max(most0, step(i));
+    most1 = hn::Max(most1, step(i + lanes));
+  }
+  for (; i + lanes <= n; i += lanes) most0 = hn::Max(most0, step(i));
+  int32_t top = hn::GetLane(hn::MaxOfLanes(di, hn::Max(most0, most1)));
+  for (; i < n; ++i) {
+    const int32_t bits = static_cast<int32_t>(std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu);
+    top = std::max(top, bits);
+    if (bits <= kInfBits) lane_amax[i] = std::max(lane_amax[i], std::bit_cast<float>(bits));
+  }
+  if (HWY_LIKELY(top <= kInfBits)) return {std::bit_cast<float>(top), false, n == 0};
+  return AbsMaxStatsOf(x, n);
+}
+
 void CodecOpValues(CodecOp op, Rounding rounding, const float* HWY_RESTRICT in, float* HWY_RESTRICT out, int64_t n,
                    const uint8_t* HWY_RESTRICT rbits) {
   const hn::CappedTag<float, 16> d;
@@ -564,6 +595,7 @@ HWY_EXPORT(QuantizeValues);
 HWY_EXPORT(DequantizeValues);
 HWY_EXPORT(AbsMaxDroppingNan);
 HWY_EXPORT(AbsMaxStatsOf);
+HWY_EXPORT(NvTileRowAmax);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(CodecOpValues);
 
@@ -581,6 +613,9 @@ void codec_op(CodecOp op, Rounding rounding, const float* in, float* out, int64_
   HWY_DYNAMIC_DISPATCH(CodecOpValues)(op, rounding, in, out, n, rbits);
 }
 AbsMaxStats abs_max_stats(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(AbsMaxStatsOf)(x, n); }
+AbsMaxStats nv_tile_row_amax(const float* x, int64_t n, float* lane_amax) {
+  return HWY_DYNAMIC_DISPATCH(NvTileRowAmax)(x, n, lane_amax);
+}
 
 std::vector<int64_t> compiled_targets() { return hwy::SupportedAndGeneratedTargets(); }
 std::string target_name(int64_t target) { return hwy::TargetName(target); }

@@ -106,5 +106,8 @@ struct AbsMaxStats {
   bool all_nan = true;
 };
 AbsMaxStats abs_max_stats(const float* x, int64_t n);
+// NVFP4 16x16 tiles, one row of a tile at a time: lane_amax[i] = max(lane_amax[i],
+// |x_i|) over the non-NaN x_i, i < n, and the row's AbsMaxStats, in one pass.
+AbsMaxStats nv_tile_row_amax(const float* x, int64_t n, float* lane_amax);
 
 }  // namespace fp4emu::simd
