@@ -96,16 +96,17 @@ NV_SINGLE_LEVEL = ("nvfp4.torchao_1l", "nvfp4.torchao_1l_cpu", "nvfp4.ggml")
 
 def bytes_per_element(op, recipe):
     """Bytes the fast path moves per element: 4 per fp32 read or written, the
-    packed codes and scales, and NVFP4's extra reads of the input (the tensor
-    amax pass, and the 16x16 tile amax pass of nvfp4.te_2d)."""
+    packed codes and scales, and NVFP4's extra read of the input (the tensor
+    amax pass; nvfp4.te_2d's 16x16 tile pass is that pass, and it writes each
+    block's tile amax, 4 bytes per 16 values, that the quantize pass reads)."""
     fmt = recipe.split(".")[0]
     block, scale_bytes = BLOCK[fmt]
     packed = 0.5 + scale_bytes / block
-    passes = 0
+    extra = 0
     if fmt == "nvfp4" and op != "dequantize":
-        passes += 0 if recipe in NV_SINGLE_LEVEL else 1
-        passes += 1 if recipe == "nvfp4.te_2d" else 0
-    return {"fake_quant": 8, "quantize": 4 + packed, "dequantize": packed + 4}[op] + 4 * passes
+        extra += 0 if recipe in NV_SINGLE_LEVEL else 4
+        extra += 2 * 4 / 16 if recipe == "nvfp4.te_2d" else 0
+    return {"fake_quant": 8, "quantize": 4 + packed, "dequantize": packed + 4}[op] + extra
 
 
 def ratio(a, b):
