@@ -5,15 +5,14 @@
 // range, non-finite policy, sign rule) is read from Hif4Rules, which
 // kernels.cpp fills from the recipe's Hif4Params.
 //
-// Layout: every step runs with lanes in element order, the block in
-// kHif4Vectors vectors. An L3 group (4 adjacent elements) lies in 4 adjacent
-// lanes of one 128-bit block, an L2 group in two adjacent blocks (or, with 1
-// or 4 lanes, in whole vectors), so the group maxima are lane shuffles within
-// a vector (Hif4L3Max, Hif4L2Max) and steps 5-7 run on each vector with its lanes'
-// group maxima, redundantly per lane but with no de-interleaving and no
-// per-group factors spread through memory (quantize/hif4.v14: 8.2 -> 5.9
-// AVX2 instructions per value with kernels.cpp's inlined block,
-// docs/performance.md).
+// Layout: the element steps run with lanes in element order, the block in
+// kHif4Vectors vectors. The 16 L3 group maxima are gathered into group
+// vectors, one group per lane (Hif4GroupMax4), where steps 5-6 run once per
+// group; each element vector then takes its lanes' factors with one lane
+// broadcast (Hif4Spread), as an L3 group lies in 4 adjacent lanes of one
+// 128-bit block. quantize/hif4.v14: 8.2 AVX2 instructions per value with
+// per-group factors spread through memory, 5.6 with the group steps run
+// redundantly on every element vector, 4.x with group vectors.
 #if defined(FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
@@ -74,46 +73,80 @@ struct Hif4Rules {
 };
 
 constexpr int kHif4Lanes = static_cast<int>(hn::MaxLanes(Hif4ElementTag()));
+static_assert(kHif4Lanes == 1 || (kHif4Lanes >= 4 && kHif4Lanes <= kHif4L3Groups));
 
-// The group maxima of a block, lanes in element order: the max |x| of each
-// lane's L3 group, as fp32 bits (ordered as the values).
-struct Hif4Maxima {
-  Hif4IntVec m4[kHif4Vectors];  // exact: +Inf as FLT_MAX
-  Hif4Vec block;                // M, in every lane
-};
+// The block's 16 L3 group maxima, one per lane, in kHif4GroupVectors "group
+// vectors": element vector i's groups lie in group vector i / 4, at lane
+// i % 4 of the 128-bit block that holds them in element vector i
+// (Hif4GroupOfLane), so that Broadcast<i % 4> spreads a value per group over
+// the lanes of element vector i. With 1 lane, group vector k is group k.
+constexpr int kHif4GroupVectors = kHif4L3Groups / kHif4Lanes;  // AVX3 1, AVX2 2, 128-bit 4, scalar 16
 
-// hif4.cpp block_maxima, m4: each lane of a block's vectors (lanes in
-// element order) from |x| to the max over its L3 group: within a 128-bit block by two lane shuffles, over
-// single-lane vectors by combining four.
-HWY_INLINE void Hif4L3Max(Hif4IntVec* HWY_RESTRICT v) {
+// The L3 group of lane l of group vector k.
+constexpr int Hif4GroupOfLane(int k, int l) {
+  if (kHif4Lanes == 1) return k;
+  const int element_vector = 4 * k + l % 4;
+  return element_vector * (kHif4Lanes / 4) + l / 4;
+}
+
+// A group vector's value for each lane of element vector i. The callers'
+// loops are unrolled, so the switch folds to one broadcast.
+template <class V>
+HWY_INLINE V Hif4Spread(V group_vector, int i) {
 #if HWY_TARGET == HWY_SCALAR
-  for (int i = 0; i < kHif4Vectors; i += 4) {
-    const auto m = hn::Max(hn::Max(v[i], v[i + 1]), hn::Max(v[i + 2], v[i + 3]));
-    for (int j = 0; j < 4; ++j) v[i + j] = m;
-  }
+  (void)i;
+  return group_vector;
 #else
-  static_assert(kHif4Lanes >= 4);
-  for (int i = 0; i < kHif4Vectors; ++i) {
-    v[i] = hn::Max(v[i], hn::Shuffle2301(v[i]));
-    v[i] = hn::Max(v[i], hn::Shuffle1032(v[i]));
+  switch (i % 4) {
+    case 0: return hn::Broadcast<0>(group_vector);
+    case 1: return hn::Broadcast<1>(group_vector);
+    case 2: return hn::Broadcast<2>(group_vector);
+    default: return hn::Broadcast<3>(group_vector);
   }
 #endif
 }
 
+// The group maxima of a block, as fp32 bits (ordered as the values).
+struct Hif4Maxima {
+  Hif4IntVec m4[kHif4GroupVectors];  // exact: +Inf as FLT_MAX
+  Hif4Vec block;                     // M, in every lane
+};
+
+// hif4.cpp block_maxima, m4: group vector k from the |x| bits of element
+// vectors 4k..4k+3: within each 128-bit block, pairs of lanes by
+// interleaving two vectors, then by interleaving 64-bit halves (9 operations
+// for 4 vectors, where each vector's own 4-lane maximum took 4).
+HWY_INLINE Hif4IntVec Hif4GroupMax4(Hif4IntVec a, Hif4IntVec b, Hif4IntVec c, Hif4IntVec e) {
+  const Hif4IntTag di;
+#if HWY_TARGET == HWY_SCALAR
+  (void)di;
+  return hn::Max(hn::Max(a, b), hn::Max(c, e));
+#else
+  const auto ab = hn::Max(hn::InterleaveLower(di, a, b), hn::InterleaveUpper(di, a, b));  // a02 b02 a13 b13
+  const auto ce = hn::Max(hn::InterleaveLower(di, c, e), hn::InterleaveUpper(di, c, e));
+  const hn::Repartition<int64_t, Hif4IntTag> d64;
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  return hn::Max(hn::BitCast(di, hn::InterleaveLower(d64, ab64, ce64)),
+                 hn::BitCast(di, hn::InterleaveUpper(d64, ab64, ce64)));
+#endif
+}
+
 // hif4.cpp block_maxima, m8: the max of f(m4) over the L2 group of each lane
-// of vector i, f monotone:
-// two adjacent 128-bit blocks, or with 4 lanes or 1 the vectors of the pair
-// of L3 groups.
+// of group vector k, f monotone. The two L3 groups of an L2 group sit in the
+// same lane of adjacent 128-bit blocks, in adjacent lanes with 4 lanes, in
+// adjacent group vectors with 1.
 template <class F>
-HWY_INLINE auto Hif4L2Max(const Hif4Maxima& mx, int i, F f) {
+HWY_INLINE auto Hif4L2Max(const Hif4Maxima& mx, int k, F f) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Max(f(mx.m4[k]), f(mx.m4[k ^ 1]));
+#else
+  const auto v = f(mx.m4[k]);
   if constexpr (kHif4Lanes >= 8) {
-    const auto v = f(mx.m4[i]);
     return hn::Max(v, hn::SwapAdjacentBlocks(v));
   } else {
-    constexpr int kSpan = 8 / kHif4Lanes;  // vectors, each holding one L3 group's maximum 4 / kHif4Lanes times
-    const int first = i - i % kSpan;
-    return hn::Max(f(mx.m4[first]), f(mx.m4[first + kSpan / 2]));
+    return hn::Max(v, hn::Shuffle2301(v));
   }
+#endif
 }
 
 // docs/spec/hif4.md §6.1 step 1 (hif4.cpp prepare_lanes). Returns false, mx
@@ -127,19 +160,18 @@ HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRIC
   const Hif4ElementTag d;
   const Hif4IntTag di;
   const int n = static_cast<int>(hn::Lanes(d));
-  for (int i = 0; i < kHif4Vectors; ++i) mx.m4[i] = AbsBits(d, hn::LoadU(d, x + i * n));
-  Hif4L3Max(mx.m4);
+  auto abs_bits = [&](int i) { return AbsBits(d, hn::LoadU(d, x + i * n)); };
+  for (int k = 0; k < kHif4GroupVectors; ++k)
+    mx.m4[k] = Hif4GroupMax4(abs_bits(4 * k), abs_bits(4 * k + 1), abs_bits(4 * k + 2), abs_bits(4 * k + 3));
   auto top = mx.m4[0];
-  for (int i = 1; i < kHif4Vectors; ++i) top = hn::Max(top, mx.m4[i]);
-  // Lanes 4 apart (or in the two 128-bit halves) already agree.
-  if constexpr (kHif4Lanes == 8) top = hn::Max(top, hn::SwapAdjacentBlocks(top));
-  if constexpr (kHif4Lanes > 8) top = hn::MaxOfLanes(di, top);
+  for (int k = 1; k < kHif4GroupVectors; ++k) top = hn::Max(top, mx.m4[k]);
+  if constexpr (kHif4Lanes > 1) top = hn::MaxOfLanes(di, top);
   const int32_t top_bits = hn::GetLane(top);
   if (HWY_UNLIKELY(top_bits > (policy == NonFinitePolicy::torch ? kInfBits : kInfBits - 1))) return false;
   if constexpr (K == Hif4Elements::exact) {
     if (HWY_UNLIKELY(top_bits == kInfBits)) {
       const auto cap = hn::Set(di, kFltMaxBits);
-      for (int i = 0; i < kHif4Vectors; ++i) mx.m4[i] = hn::Min(mx.m4[i], cap);
+      for (int k = 0; k < kHif4GroupVectors; ++k) mx.m4[k] = hn::Min(mx.m4[k], cap);
       top = cap;
     }
   }
@@ -370,18 +402,18 @@ HWY_INLINE bool Hif4Scale(const Hif4Rules& rules, const Hif4Maxima& mx, Hif4Scal
 }
 
 // hif4.cpp v14_steps (a6_steps, v12_steps): docs/spec/hif4.md §6.1 steps 5-6
-// (§6.6 step 4) for the lanes of vector i: b of each lane's L2 group, c of
-// its L3 group. Step 5 reads m8 = Hif4L2Max: the products are monotone in m,
-// so [m8[j] r >= 4] is [max(m4[2j], m4[2j+1]) r >= 4]; step
-// 6's c_k = [m4[k] r / 2^b >= 2] is [m4[k] r >= 2^(b+1)] (the division by 2^b
-// is exact wherever the comparison can hold).
+// (§6.6 step 4) for the groups of group vector k: b of each lane's L2 group,
+// c of its L3 group. Step 5 reads m8 = Hif4L2Max: the products are monotone
+// in m, so [m8[j] r >= 4] is [max(m4[2j], m4[2j+1]) r >= 4]; step 6's c_k =
+// [m4[k] r / 2^b >= 2] is [m4[k] r >= 2^(b+1)] (the division by 2^b is exact
+// wherever the comparison can hold).
 template <Hif4Elements K>
-HWY_INLINE void Hif4GroupBits(const Hif4Maxima& mx, const Hif4ScaleState& s, int i, Hif4Mask& b, Hif4Mask& c) {
+HWY_INLINE void Hif4GroupBits(const Hif4Maxima& mx, const Hif4ScaleState& s, int k, Hif4Mask& b, Hif4Mask& c) {
   const Hif4ElementTag d;
   if constexpr (K == Hif4Elements::exact) {
-    const auto m8 = hn::BitCast(d, Hif4L2Max(mx, i, [](Hif4IntVec m) { return m; }));
+    const auto m8 = hn::BitCast(d, Hif4L2Max(mx, k, [](Hif4IntVec m) { return m; }));
     b = ExactProductAtLeast(d, m8, s.r, s.high);
-    c = ExactProductAtLeast(d, hn::BitCast(d, mx.m4[i]), s.r, hn::IfThenElse(b, s.high, s.low));
+    c = ExactProductAtLeast(d, hn::BitCast(d, mx.m4[k]), s.r, hn::IfThenElse(b, s.high, s.low));
   } else {
     // What the thresholds are compared with, monotone in m: fp32(m r) (a6:
     // its bf16 rounding is in the thresholds; V12: fp32(m + 2^-45)); that of
@@ -394,41 +426,29 @@ HWY_INLINE void Hif4GroupBits(const Hif4Maxima& mx, const Hif4ScaleState& s, int
         return hn::Mul(m, s.r);
       }
     };
-    b = hn::Ge(Hif4L2Max(mx, i, ratio), s.high);
-    c = hn::Ge(ratio(mx.m4[i]), hn::IfThenElse(b, s.high, s.low));
+    b = hn::Ge(Hif4L2Max(mx, k, ratio), s.high);
+    c = hn::Ge(ratio(mx.m4[k]), hn::IfThenElse(b, s.high, s.low));
   }
 }
 
-// -(b + c) in the exponent field: added to a normal factor's bits it is the
-// factor times 2^-(b+c) (every factor here stays normal).
-HWY_INLINE Hif4IntVec Hif4ExponentStep(Hif4Mask b, Hif4Mask c) {
-  const Hif4IntTag di;
-  return hn::ShiftLeft<23>(hn::Add(hn::VecFromMask(di, hn::RebindMask(di, b)), hn::VecFromMask(di, hn::RebindMask(di, c))));
-}
-
-// The word's L2 and L3 bits that vector i's lanes hold: c of L3 group k in
-// lane 4k at bit 16 + k, b of L2 group j in lane 8j + 1 at bit 8 + j, 0 in
-// every other lane. Each bit lies in one lane of the block, so the sum of
-// these over the block's lanes is the word's bits 8..31.
-HWY_INLINE Hif4IntVec Hif4WordBits(int i, Hif4Mask b, Hif4Mask c) {
-  const Hif4IntTag di;
-  struct Tables {
-    std::array<int32_t, kHif4Block> weight, b_lane;
-  };
-  alignas(64) static constexpr Tables kTables = [] {
-    Tables t{};
-    for (int e = 0; e < kHif4Block; ++e) {
-      const uint32_t bit = e % 4 == 0 ? 1u << (16 + e / 4) : e % 8 == 1 ? 1u << (8 + e / 8) : 0u;
-      t.weight[static_cast<size_t>(e)] = static_cast<int32_t>(bit);
-      t.b_lane[static_cast<size_t>(e)] = e % 8 == 1 ? -1 : 0;
+// The word's L2 and L3 bits by lane of the group vectors: c of L3 group g at
+// bit 16 + g, b of L2 group j at bit 8 + j in the lane of its even L3 group
+// 2j, 0 in the other. Each bit lies in one lane, so the sum of the masked
+// lanes is the word's bits 8..31.
+struct Hif4WordWeights {
+  alignas(64) int32_t b[kHif4L3Groups];
+  alignas(64) int32_t c[kHif4L3Groups];
+};
+constexpr Hif4WordWeights kHif4WordWeights = [] {
+  Hif4WordWeights w{};
+  for (int k = 0; k < kHif4GroupVectors; ++k)
+    for (int l = 0; l < kHif4Lanes; ++l) {
+      const int g = Hif4GroupOfLane(k, l);
+      w.c[k * kHif4Lanes + l] = static_cast<int32_t>(1u << (16 + g));
+      w.b[k * kHif4Lanes + l] = g % 2 == 0 ? static_cast<int32_t>(1u << (8 + g / 2)) : 0;
     }
-    return t;
-  }();
-  const int at = i * static_cast<int>(hn::Lanes(di));
-  const auto chosen = hn::IfThenElse(hn::MaskFromVec(hn::LoadU(di, kTables.b_lane.data() + at)),
-                                     hn::VecFromMask(di, hn::RebindMask(di, b)), hn::VecFromMask(di, hn::RebindMask(di, c)));
-  return hn::And(chosen, hn::LoadU(di, kTables.weight.data() + at));
-}
+  return w;
+}();
 
 // ---- Element step -----------------------------------------------------------------
 
@@ -496,10 +516,13 @@ HWY_INLINE Hif4Mask Hif4Negative(const Hif4Rules& rules, Hif4Vec v, Hif4Vec fact
   return hn::RebindMask(d, hn::Lt(hn::BitCast(di, v), hn::Zero(di)));
 }
 
-// Steps 5-7 of a block with a scale, vector by vector: f(i, step, q,
-// negative) with step Hif4ExponentStep's, q Hif4Q's and negative
-// Hif4Negative's for the lanes of vector i. Also the word's bits (word_bits:
-// Hif4WordBits summed; left for the compiler to drop where unread).
+// Steps 5-7 of a block with a scale, vector by vector: f(i, value, q,
+// negative) with value the decode factor (q/4) -> (q/4) 2^(b+c) S of the
+// lanes of vector i (s.value 2^(b+c)), q Hif4Q's and negative Hif4Negative's.
+// Steps 5-6 run once per group vector, and each element vector takes its
+// lanes' factors with one Hif4Spread (AVX2: 22 -> 13 instructions per
+// vector of 8). Also the word's bits (word_bits, to be summed over its
+// lanes; left for the compiler to drop where unread, as value is).
 template <Hif4Elements K, Rounding R, class F>
 HWY_INLINE void Hif4ForEachVector(const Hif4Rules& rules, const Hif4Maxima& mx, const Hif4ScaleState& s,
                                   const float* HWY_RESTRICT x, const uint8_t* HWY_RESTRICT rbits,
@@ -508,14 +531,25 @@ HWY_INLINE void Hif4ForEachVector(const Hif4Rules& rules, const Hif4Maxima& mx, 
   const Hif4IntTag di;
   const int n = static_cast<int>(hn::Lanes(d));
   word_bits = hn::Zero(di);
-  for (int i = 0; i < kHif4Vectors; ++i) {
+  Hif4IntVec element[kHif4GroupVectors], value[kHif4GroupVectors];  // factor bits per group
+  for (int k = 0; k < kHif4GroupVectors; ++k) {
     Hif4Mask b, c;
-    Hif4GroupBits<K>(mx, s, i, b, c);
-    word_bits = hn::Add(word_bits, Hif4WordBits(i, b, c));
-    const auto step = Hif4ExponentStep(b, c);
-    const auto factor = hn::BitCast(d, hn::Add(hn::BitCast(di, s.element), step));
+    Hif4GroupBits<K>(mx, s, k, b, c);
+    const auto bv = hn::VecFromMask(di, hn::RebindMask(di, b)), cv = hn::VecFromMask(di, hn::RebindMask(di, c));
+    word_bits = hn::Add(word_bits, hn::Or(hn::And(bv, hn::Load(di, kHif4WordWeights.b + k * kHif4Lanes)),
+                                          hn::And(cv, hn::Load(di, kHif4WordWeights.c + k * kHif4Lanes))));
+    // -(b + c) in the exponent field: added to a normal factor's bits it is
+    // the factor times 2^-(b+c) (every factor here stays normal).
+    const auto step = hn::ShiftLeft<23>(hn::Add(bv, cv));
+    element[k] = hn::Add(hn::BitCast(di, s.element), step);
+    value[k] = hn::Sub(hn::BitCast(di, s.value), step);
+  }
+#pragma GCC unroll 64
+  for (int i = 0; i < kHif4Vectors; ++i) {
+    const auto factor = hn::BitCast(d, Hif4Spread(element[i / 4], i));
     const auto v = hn::LoadU(d, x + i * n);
-    f(i, step, Hif4Q<K, R>(v, factor, RandomBytes<R>(d, rbits, i * n)), Hif4Negative<K>(rules, v, factor));
+    f(i, hn::BitCast(d, Hif4Spread(value[i / 4], i)), Hif4Q<K, R>(v, factor, RandomBytes<R>(d, rbits, i * n)),
+      Hif4Negative<K>(rules, v, factor));
   }
 }
 
@@ -532,13 +566,12 @@ template <Hif4Elements K, Rounding R>
 HWY_INLINE void Hif4FakeQuantNumericBlock(const Hif4Rules& rules, const Hif4Maxima& mx, const float* HWY_RESTRICT x,
                                           float* HWY_RESTRICT y, const uint8_t* HWY_RESTRICT rbits) {
   const Hif4ElementTag d;
-  const Hif4IntTag di;
   const int n = static_cast<int>(hn::Lanes(d));
   Hif4ScaleState s;
   if (HWY_UNLIKELY(!Hif4Scale<K>(rules, mx, s))) return Hif4StoreNan(y);
   Hif4IntVec word_bits;
-  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4IntVec step, Hif4Vec q, Hif4Mask negative) {
-    const auto magnitude = hn::Mul(q, hn::BitCast(d, hn::Sub(hn::BitCast(di, s.value), step)));
+  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4Vec value, Hif4Vec q, Hif4Mask negative) {
+    const auto magnitude = hn::Mul(q, value);
     hn::StoreU(hn::IfThenElse(negative, hn::Neg(magnitude), magnitude), d, y + i * n);
   });
 }
@@ -593,7 +626,7 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, const Hif4M
   // others 0.3 less; fake-quant, with no codes to hold, gains nothing). An
   // empty asm with a memory clobber says so; it emits no instruction.
   asm volatile("" ::: "memory");
-  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4IntVec, Hif4Vec q, Hif4Mask negative) {
+  Hif4ForEachVector<K, R>(rules, mx, s, x, rbits, word_bits, [&](int i, Hif4Vec, Hif4Vec q, Hif4Mask negative) {
     // code = q | 8 negative: the bits of q + 2^23 (+ 8) less those of 2^23 (SmallIntOf).
     const auto magic = hn::IfThenElse(negative, hn::Set(d, 0x1p23f + 8.0f), hn::Set(d, 0x1p23f));
     codes[i] = hn::Sub(hn::BitCast(di, hn::Add(q, magic)), hn::Set(di, 0x4B000000));
