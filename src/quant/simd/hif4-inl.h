@@ -507,12 +507,13 @@ HWY_INLINE Hif4Vec Hif4Q(Hif4Vec v, Hif4Vec factor, Hif4IntVec r) {
 // hif4.cpp code_is_negative. Sign of the code: from the sign bit of x (-0 ->
 // 0x8), or from x < 0 (-0 -> 0x0); a6 from its product y < 0 (-0 and an
 // underflowed product -> 0x0).
-template <Hif4Elements K>
-HWY_INLINE Hif4Mask Hif4Negative(const Hif4Rules& rules, Hif4Vec v, Hif4Vec factor) {
+// kLessThanZero: Hif4Rules::sign_less_than_zero.
+template <Hif4Elements K, bool kLessThanZero>
+HWY_INLINE Hif4Mask Hif4Negative(Hif4Vec v, Hif4Vec factor) {
   const Hif4ElementTag d;
   const Hif4IntTag di;
   if constexpr (K == Hif4Elements::a6) return hn::Lt(Hif4A6Product(v, factor), hn::Zero(d));
-  if (rules.sign_less_than_zero) return hn::Lt(v, hn::Zero(d));
+  if constexpr (kLessThanZero) return hn::Lt(v, hn::Zero(d));
   return hn::RebindMask(d, hn::Lt(hn::BitCast(di, v), hn::Zero(di)));
 }
 
@@ -544,13 +545,17 @@ HWY_INLINE void Hif4ForEachVector(const Hif4Rules& rules, const Hif4Maxima& mx, 
     element[k] = hn::Add(hn::BitCast(di, s.element), step);
     value[k] = hn::Sub(hn::BitCast(di, s.value), step);
   }
+  // The sign rule as a template argument: GCC otherwise tests it in each
+  // vector's step (AVX2: 2 instructions per vector).
+  WithFlag(rules.sign_less_than_zero, [&](auto less_than_zero) {
 #pragma GCC unroll 64
-  for (int i = 0; i < kHif4Vectors; ++i) {
-    const auto factor = hn::BitCast(d, Hif4Spread(element[i / 4], i));
-    const auto v = hn::LoadU(d, x + i * n);
-    f(i, hn::BitCast(d, Hif4Spread(value[i / 4], i)), Hif4Q<K, R>(v, factor, RandomBytes<R>(d, rbits, i * n)),
-      Hif4Negative<K>(rules, v, factor));
-  }
+    for (int i = 0; i < kHif4Vectors; ++i) {
+      const auto factor = hn::BitCast(d, Hif4Spread(element[i / 4], i));
+      const auto v = hn::LoadU(d, x + i * n);
+      f(i, hn::BitCast(d, Hif4Spread(value[i / 4], i)), Hif4Q<K, R>(v, factor, RandomBytes<R>(d, rbits, i * n)),
+        Hif4Negative<K, decltype(less_than_zero)::value>(v, factor));
+    }
+  });
 }
 
 HWY_INLINE void Hif4StoreNan(float* HWY_RESTRICT y) {
