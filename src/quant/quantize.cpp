@@ -139,15 +139,6 @@ bool run_fast(Impl impl, int threads, const std::string& gap) {
   return false;
 }
 
-std::string fast_gap(const ResolvedOptions& o, simd::Operation op, const detail::StridedIn& x) {
-  std::string gap = simd::fast_path_gap(o, op);
-  // Declared-bf16 input is not re-checked by check_bf16_inputs; the fast
-  // hif4.a6 kernel needs exact bf16 values.
-  if (gap.empty() && o.recipe->bf16_input_only && !simd::all_bf16_exact(x))
-    gap = fmt::format("the fast {} kernel needs values that are exact in bf16", o.recipe->id);
-  return gap;
-}
-
 void check_data_size(const TensorRef& x) {
   if (static_cast<int64_t>(x.data.size()) != x.numel())
     throw InputError(fmt::format("tensor of shape {} holds {} values, expected {}", shape_string(x.shape),
@@ -364,7 +355,7 @@ PackedHeader quantize(const TensorView& view, const QuantOptions& options, std::
 
   const int block = p.block_size;
   const int scale_bytes = scale_bytes_per_block(recipe.format);
-  if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::quantize, x))) {
+  if (run_fast(options.impl, options.threads, simd::fast_path_gap(o, simd::Operation::quantize))) {
     simd::quantize(x, o, options.stochastic, options.threads, p, codes.data(), scales.data());  // every byte is written
     return p;
   }
@@ -487,7 +478,7 @@ void fake_quant(const TensorView& view, const QuantOptions& options, const Outpu
   const detail::StridedOut out = detail::strided(out_view, x.shape);
   const Recipe& recipe = *o.recipe;
   check_bf16_inputs(o, x);
-  if (run_fast(options.impl, options.threads, fast_gap(o, simd::Operation::fake_quant, x))) {
+  if (run_fast(options.impl, options.threads, simd::fast_path_gap(o, simd::Operation::fake_quant))) {
     simd::fake_quant(x, o, options.stochastic, options.threads, out);
     return;
   }

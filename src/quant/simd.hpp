@@ -48,10 +48,6 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
 void dequantize(const PackedHeader& p, const uint8_t* codes, const uint8_t* scales, int threads,
                 const detail::StridedOut& out);
 
-// True when every value is exactly a bf16 (the fast hif4.a6 kernel computes
-// bf16 products exactly in fp32, which needs bf16 operands).
-bool all_bf16_exact(const detail::StridedIn& x);
-
 // ---- Highway targets (tests and benchmarks) ----------------------------------
 // The targets compiled into the kernels that this CPU supports (Highway's
 // HWY_* bits, one per entry); the scalar fallback is always among them.

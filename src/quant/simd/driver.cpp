@@ -562,19 +562,6 @@ std::string fast_dequantize_gap(const PackedHeader& p) {
   return "unknown format";
 }
 
-bool all_bf16_exact(const detail::StridedIn& x) {
-  if (x.dtype == InputDType::bf16) return true;
-  uint32_t low_bits = 0;  // any nonzero low half of a finite value
-  detail::for_each_chunk(x, [&](int64_t, const float* values, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
-      const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
-      low_bits |= finite ? (bits & 0xFFFFu) : 0u;
-    }
-  });
-  return low_bits == 0;
-}
-
 void fake_quant(const detail::StridedIn& x, const ResolvedOptions& o, const StochasticBits& stochastic, int threads,
                 const detail::StridedOut& out) {
   threads = thread_count(threads);

@@ -29,6 +29,7 @@
 #include "codec-inl.h"
 #include "pack-inl.h"
 #include "fp4emu/quant/hif4_params.hpp"
+#include "fp4emu/quant/reference.hpp"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -70,6 +71,7 @@ struct Hif4Rules {
   Hif4ScaleRange range = Hif4ScaleRange::clamp;
   NonFinitePolicy non_finite = NonFinitePolicy::torch;
   bool sign_less_than_zero = false;  // ZeroSign::less_than_zero (a6: applied to its product)
+  const Recipe* recipe = nullptr;    // a6: for the blocks left to the reference (Hif4GroupMaxima)
 };
 
 constexpr int kHif4Lanes = static_cast<int>(hn::MaxLanes(Hif4ElementTag()));
@@ -154,17 +156,29 @@ HWY_INLINE auto Hif4L2Max(const Hif4Maxima& mx, int k, F f) {
 // NaN; Inf too unless the policy is torch, where it stays): a NaN block does
 // not depend on its maxima, and a lane above +Inf's bits is the one test per
 // block that finds them. The exact kernel holds Inf as FLT_MAX: every
-// product with it is then as far above its threshold as Inf's is.
+// product with it is then as far above its threshold as Inf's is. a6 also
+// returns false for a block with a value that is not exact in bf16 (nonzero
+// low 16 bits): its element step holds only for bf16 inputs, and such a
+// block (declared bf16, holding other values) is left to the reference.
 template <Hif4Elements K>
 HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRICT x, Hif4Maxima& mx) {
   const Hif4ElementTag d;
   const Hif4IntTag di;
   const int n = static_cast<int>(hn::Lanes(d));
-  auto abs_bits = [&](int i) { return AbsBits(d, hn::LoadU(d, x + i * n)); };
+  auto low_bits = hn::Zero(di);
+  auto abs_bits = [&](int i) {
+    const auto bits = hn::BitCast(di, hn::LoadU(d, x + i * n));
+    if constexpr (K == Hif4Elements::a6) low_bits = hn::Or(low_bits, bits);
+    return hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  };
   for (int k = 0; k < kHif4GroupVectors; ++k)
     mx.m4[k] = Hif4GroupMax4(abs_bits(4 * k), abs_bits(4 * k + 1), abs_bits(4 * k + 2), abs_bits(4 * k + 3));
   auto top = mx.m4[0];
   for (int k = 1; k < kHif4GroupVectors; ++k) top = hn::Max(top, mx.m4[k]);
+  if constexpr (K == Hif4Elements::a6) {  // a lane above every finite and NaN bits: one test for both
+    const auto inexact = hn::Ne(hn::And(low_bits, hn::Set(di, 0xFFFF)), hn::Zero(di));
+    top = hn::IfThenElse(inexact, hn::Set(di, 0x7FFFFFFF), top);
+  }
   if constexpr (kHif4Lanes > 1) top = hn::MaxOfLanes(di, top);
   const int32_t top_bits = hn::GetLane(top);
   if (HWY_UNLIKELY(top_bits > (policy == NonFinitePolicy::torch ? kInfBits : kInfBits - 1))) return false;
@@ -583,11 +597,13 @@ HWY_INLINE void Hif4FakeQuantNumericBlock(const Hif4Rules& rules, const Hif4Maxi
 
 // A block with lanes that count as +0 (Hif4GroupMaxima): NaN, but under
 // passthrough the block of those lanes as +0, with the non-finite inputs
-// copied through. Out of line: the common path pays for a second inlined
-// copy of the steps in registers.
+// copied through; a6's (which also has the blocks not exact in bf16) is the
+// reference's. Out of line: the common path pays for a second inlined copy
+// of the steps in registers.
 template <Hif4Elements K, Rounding R>
 HWY_NOINLINE void Hif4FakeQuantCleanedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                                             const uint8_t* HWY_RESTRICT rbits) {
+  if constexpr (K == Hif4Elements::a6) return reference::hif4_fake_quant_block(*rules.recipe, R, x, y, rbits);
   if (rules.non_finite != NonFinitePolicy::passthrough) return Hif4StoreNan(y);
   alignas(64) float cleaned[kHif4Block];
   alignas(64) float out[kHif4Block];
@@ -642,10 +658,22 @@ HWY_INLINE uint32_t Hif4QuantizeNumericBlock(const Hif4Rules& rules, const Hif4M
 
 // hif4.cpp run_steps for a block with lanes that count as +0
 // (Hif4GroupMaxima): bits and codes of the block with those lanes as +0,
-// scale 0xFF but under passthrough. Out of line as Hif4FakeQuantCleanedBlock.
+// scale 0xFF but under passthrough; a6's is the reference's. Out of line as
+// Hif4FakeQuantCleanedBlock.
 template <Hif4Elements K, Rounding R>
 HWY_NOINLINE uint32_t Hif4QuantizeCleanedBlock(const Hif4Rules& rules, const float* HWY_RESTRICT x, NibbleOrder order,
                                                uint8_t* HWY_RESTRICT packed, const uint8_t* HWY_RESTRICT rbits) {
+  if constexpr (K == Hif4Elements::a6) {
+    const Hif4ElementTag d;
+    const Hif4IntTag di;
+    const int n = static_cast<int>(hn::Lanes(d));
+    alignas(64) uint8_t codes[kHif4Block];
+    const uint32_t word = reference::hif4_quantize_block(*rules.recipe, R, x, codes, rbits);
+    Hif4IntVec code_vectors[kHif4Vectors];
+    for (int i = 0; i < kHif4Vectors; ++i) code_vectors[i] = LoadCodeBytes(d, codes + i * n);
+    PackCodeVectors<kHif4Block>(di, order, code_vectors, packed);
+    return word;
+  }
   alignas(64) float cleaned[kHif4Block];
   Hif4CleanLanes(rules.non_finite, x, cleaned);
   Hif4Maxima mx;

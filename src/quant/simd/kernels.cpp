@@ -66,6 +66,7 @@ Hif4Rules Hif4RulesOf(const Recipe& r) {
   rules.range = r.hif4.scale_range;
   rules.non_finite = r.hif4.non_finite;
   rules.sign_less_than_zero = r.hif4.zero_sign == ZeroSign::less_than_zero;
+  rules.recipe = &r;
   return rules;
 }
 
