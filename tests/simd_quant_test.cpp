@@ -52,12 +52,24 @@ constexpr Bits kAllBits[] = {Bits::bytes, Bits::words_te, Bits::words_ptx, Bits:
 constexpr Rounding kElementRoundings[] = {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero,
                                           Rounding::stochastic};
 
+// nvfp4.te_4over6 choosing by the squared error (no registered recipe does):
+// a handle with the registered id, so that its packed tensors decode.
+const Recipe& te_4over6_mse() {
+  static const Recipe r = [] {
+    Recipe m = recipe("nvfp4.te_4over6");
+    m.nv.select_metric = NvSelectMetric::mse;
+    return m;
+  }();
+  return r;
+}
+
 struct Config {
   const Recipe* recipe;
   Rounding rounding;
   Bits bits = Bits::none;
   std::string name() const {
-    std::string n = std::string(recipe->id) + "_" + std::string(to_string(rounding)) + bits_name(bits);
+    std::string n = std::string(recipe->id) + (recipe == &te_4over6_mse() ? "_mse" : "") + "_" +
+                    std::string(to_string(rounding)) + bits_name(bits);
     std::replace(n.begin(), n.end(), '.', '_');
     return n;
   }
@@ -66,14 +78,19 @@ struct Config {
 void PrintTo(const Config& c, std::ostream* os) { *os << c.name(); }
 
 // Every (recipe, element rounding) the fast path covers, read from the
-// dispatcher; stochastic rounding once per source of random bits.
+// dispatcher; stochastic rounding once per source of random bits. Also
+// te_4over6_mse, the other branch of the 4over6 kernel.
 std::vector<Config> fast_configs() {
   std::vector<Config> configs;
-  for (const Recipe& r : all_recipes()) {
+  std::vector<const Recipe*> recipes;
+  for (const Recipe& r : all_recipes()) recipes.push_back(&r);
+  recipes.push_back(&te_4over6_mse());
+  for (const Recipe* rp : recipes) {
+    const Recipe& r = *rp;
     for (Rounding rounding : kElementRoundings) {
       if (!(r.allowed_roundings & rounding_bit(rounding))) continue;
       QuantOptions q;
-      q.recipe = std::string(r.id);
+      q.recipe = r;
       q.rounding = rounding;
       q.tail = TailPolicy::pad;
       if (rounding == Rounding::stochastic) q.stochastic.seed = 1;
@@ -98,7 +115,7 @@ float bf16_round(float v) { return std::isnan(v) ? v : bf16_rne(v); }
 // The options of a config; given random bits are attached per tensor (GivenBits).
 QuantOptions options_for(const Config& c, int axis = -1) {
   QuantOptions o;
-  o.recipe = std::string(c.recipe->id);
+  o.recipe = *c.recipe;
   o.rounding = c.rounding;
   o.tail = TailPolicy::pad;
   o.axis = axis;
@@ -615,6 +632,52 @@ TEST_P(SimdVsReference, OutputDoesNotDependOnTheThreadCount) {
 INSTANTIATE_TEST_SUITE_P(FastRecipes, SimdVsReference, ::testing::ValuesIn(fast_configs()),
                          [](const ::testing::TestParamInfo<Config>& info) { return info.param.name(); });
 
+// nvfp4.te_4over6 where its choice is close: blocks whose two candidates'
+// errors tie (both exact: s6 must be kept), whose MAE and MSE disagree, and
+// of values on and near both candidates' grids, whose error sums tie or
+// differ in their last bits (the sum order decides the pick).
+// G = 1536 makes S_enc = S_dec = 1 (M = 256).
+TEST(SimdNvFourOverSix, TiesNearTiesAndBothMetrics) {
+  constexpr int kBlock = 16;
+  std::mt19937_64 rng(23);
+  std::vector<std::vector<float>> blocks;
+  for (float unit : {1.0f, 0.25f, 8.0f, 0x1p-6f}) {
+    auto scaled = [unit](std::vector<float> b) {
+      for (float& v : b) v *= unit;
+      return b;
+    };
+    // Both candidates exact (s6 = unit, s4 = 1.5 unit): the tie keeps s6.
+    blocks.push_back(scaled({6, 3, 1.5f, 0, -6, -3, -1.5f, 0, 3, 6, 1.5f, 3, 0, -0.0f, 6, 1.5f}));
+    blocks.push_back(scaled({3}));
+    // MAE keeps s6, MSE s4 (nvfp4_reference_test MaeAndMseCanDisagree).
+    blocks.push_back(scaled({-1, -0.5f, 0.5f, -1, -4.5f, 5.5f, -4, 3.5f, 4, 2.5f, 6, 4, -2.5f, -5, 2.5f, 0}));
+    // Multiples of unit / 8 up to 6 unit: exact ties and near ties between the sums.
+    for (int n = 0; n < 2000; ++n) {
+      std::vector<float> b(kBlock);
+      for (float& v : b) v = static_cast<float>(static_cast<int>(rng() % 97) - 48) * 0.125f * unit;
+      b[rng() % kBlock] = (rng() & 1 ? -6.0f : 6.0f) * unit;
+      blocks.push_back(b);
+    }
+    // The same near the grids: a few ulps off.
+    for (int n = 0; n < 2000; ++n) {
+      std::vector<float> b(kBlock);
+      for (float& v : b) {
+        const float g = static_cast<float>(static_cast<int>(rng() % 97) - 48) * 0.125f * unit;
+        v = std::bit_cast<float>(std::bit_cast<uint32_t>(g) + static_cast<uint32_t>(rng() % 5) - 2u);
+      }
+      blocks.push_back(b);
+    }
+  }
+  for (const Recipe* r : {&recipe("nvfp4.te_4over6"), &te_4over6_mse()}) {
+    for (Rounding rounding : {Rounding::rne, Rounding::rtz}) {
+      const Config c{r, rounding};
+      QuantOptions o = options_for(c);
+      o.global_amax = 1536.0f;
+      expect_fast_equals_reference(blocks_tensor(blocks, kBlock, false), o, "4over6 ties, " + c.name());
+    }
+  }
+}
+
 // nvfp4.te_2d with the tensor amax G under each NaN rule (the registered
 // recipe drops NaN; the others are copies that differ only there, under the
 // same id: the decode reads no amax rule). The one pass of driver.cpp
@@ -1002,7 +1065,7 @@ Uncovered uncovered_config() {
     for (Rounding rounding : {Rounding::rne, Rounding::rha, Rounding::rtz, Rounding::ties_to_zero}) {
       if (!(r.allowed_roundings & rounding_bit(rounding))) continue;
       QuantOptions q;
-      q.recipe = std::string(r.id);
+      q.recipe = r;
       q.rounding = rounding;
       q.tail = TailPolicy::pad;
       const std::string gap = simd::fast_path_gap(resolve_options(q, {block_size(r.format)}), simd::Operation::fake_quant);

@@ -322,9 +322,8 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
       return;
     } else {
       if (k.family == KernelFamily::nvfp4_4over6) {
-        run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
-          Nv4over6Group<R>(t, in, out, c, s);
-        });
+        run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s,
+                 const uint8_t*) FP4EMU_INLINE_LAMBDA { Nv4over6Group<R>(t, in, out, c, s); });
         return;
       }
       if (k.recipe->nv.rule == NvScaleRule::modelopt_fq) {  // fake-quant only

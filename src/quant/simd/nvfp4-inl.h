@@ -68,11 +68,13 @@ struct NvTensorConstants {
 // ---- Block amax --------------------------------------------------------------
 
 // Magnitude bits with NaN lanes zeroed: their integer max is fmaxf's amax.
+template <class DI>
+HWY_INLINE hn::Vec<DI> AbsBitsDroppingNanBits(DI di, hn::Vec<DI> bits) {
+  return hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits);
+}
 template <class D>
 HWY_INLINE IntVec<D> AbsBitsDroppingNan(D d, hn::Vec<D> v) {
-  const hn::RebindToSigned<D> di;
-  const auto bits = AbsBits(d, v);
-  return hn::IfThenZeroElse(hn::Gt(bits, hn::Set(di, kInfBits)), bits);
+  return AbsBitsDroppingNanBits(hn::RebindToSigned<D>(), AbsBits(d, v));
 }
 
 // nvfp4.cpp reduce_amax over one block of 16. drop: NaN never wins;
@@ -99,6 +101,58 @@ HWY_INLINE float NvBlockAmax(NvAmaxNan rule, const float* HWY_RESTRICT x) {
   if (rule == NvAmaxNan::maxnum && hn::GetLane(hn::MinOfLanes(di, min_bits)) > kInfBits) a = kQuietNanBits;
   return std::bit_cast<float>(a);
 }
+
+#if HWY_TARGET != HWY_SCALAR  // no Interleave* there
+// m[b] (int32 lanes of block b, 4 or 8 of them) reduced by op (Max, Min) to
+// lane b of one 4-lane vector: the four vectors are folded together by
+// interleaving (per 128-bit part: b0 lanes 0|2, b1 0|2, b0 1|3, b1 1|3, then
+// with blocks 2 and 3 as 64-bit pairs b0, b1, b2, b3), then the two parts,
+// rather than reduced one by one.
+template <class D, class Op>
+HWY_INLINE hn::Vec<hn::CappedTag<int32_t, kNvGroup>> NvFoldBlocks(D di, const hn::Vec<D> (&m)[kNvGroup], Op op) {
+  static_assert(hn::MaxLanes(di) == 4 || hn::MaxLanes(di) == 8);
+  const auto p = op(hn::InterleaveLower(di, m[0], m[1]), hn::InterleaveUpper(di, m[0], m[1]));
+  const auto q = op(hn::InterleaveLower(di, m[2], m[3]), hn::InterleaveUpper(di, m[2], m[3]));
+  const hn::Repartition<int64_t, D> d64;
+  const auto p64 = hn::BitCast(d64, p), q64 = hn::BitCast(d64, q);
+  const auto r = op(hn::BitCast(di, hn::InterleaveLower(d64, p64, q64)), hn::BitCast(di, hn::InterleaveUpper(d64, p64, q64)));
+  if constexpr (hn::MaxLanes(di) == 8) {
+    const hn::Half<D> dh;
+    return op(hn::LowerHalf(dh, r), hn::UpperHalf(dh, r));
+  } else {
+    return r;
+  }
+}
+
+// NvBlockAmax of the kNvGroup blocks at x, block b in lane b, read with d (4 or 8 lanes).
+template <class D>
+HWY_INLINE hn::Vec<hn::CappedTag<float, kNvGroup>> NvGroupAmax(D d, NvAmaxNan rule, const float* HWY_RESTRICT x) {
+  const hn::RebindToSigned<D> di;
+  const int n = static_cast<int>(hn::Lanes(d));
+  const bool drop = rule != NvAmaxNan::propagate;
+  hn::Vec<decltype(di)> bits[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) {
+    bits[b] = hn::Zero(di);
+    for (int i = 0; i < kNvBlock; i += n) {
+      const auto v = AbsBits(d, hn::LoadU(d, x + b * kNvBlock + i));
+      bits[b] = hn::Max(bits[b], drop ? AbsBitsDroppingNanBits(di, v) : v);
+    }
+  }
+  const hn::CappedTag<float, kNvGroup> d4;
+  const hn::RebindToSigned<decltype(d4)> di4;
+  auto a = NvFoldBlocks(di, bits, [](auto u, auto v) { return hn::Max(u, v); });
+  if (rule == NvAmaxNan::maxnum) {  // NaN only where all 16 are
+    for (int b = 0; b < kNvGroup; ++b) {
+      bits[b] = hn::Set(di, kAbsMask);
+      for (int i = 0; i < kNvBlock; i += n) bits[b] = hn::Min(bits[b], AbsBits(d, hn::LoadU(d, x + b * kNvBlock + i)));
+    }
+    const auto all_nan = hn::Gt(NvFoldBlocks(di, bits, [](auto u, auto v) { return hn::Min(u, v); }),
+                                hn::Set(di4, kInfBits));
+    a = hn::IfThenElse(all_nan, hn::Set(di4, kQuietNanBits), a);
+  }
+  return hn::BitCast(d4, a);
+}
+#endif
 
 // ---- UE4M3 roundings the policies need beyond Ue4m3RneSatGrid ---------------
 
@@ -281,17 +335,17 @@ HWY_INLINE NvGroupScales NvScaleGroup(const NvTensorConstants& t, const float* H
 // library casts (cvt_satfinite_e2m1, modelopt_cast_fp4, ct_cast_fp4, or
 // torchao's NaN case). With positive_zero, q is +0 where the code is 0x8.
 // r: the lanes' random bytes (Rounding::stochastic: cvt.rs, NaN -> +6 as cvt.rn).
-template <class P, Rounding R>
-HWY_INLINE hn::Vec<NvTag> NvElement(const NvTensorConstants& t, hn::Vec<NvTag> e, bool zero_divisor,
-                                    hn::Vec<NvTag> x, IntVec<NvTag>* code,
-                                    IntVec<NvTag> r = hn::Zero(hn::RebindToSigned<NvTag>())) {
-  const NvTag d;
-  const hn::RebindToSigned<NvTag> di;
+// D: the lanes' tag (te_4over6 runs it on at most 8 lanes).
+template <class P, Rounding R, class D = NvTag>
+HWY_INLINE hn::Vec<D> NvElement(const NvTensorConstants& t, hn::Vec<D> e, bool zero_divisor, hn::Vec<D> x,
+                                IntVec<D>* code, IntVec<D> r = hn::Zero(hn::RebindToSigned<D>())) {
+  const D d;
+  const hn::RebindToSigned<D> di;
   const auto sign_mask = hn::Set(di, INT32_MIN);
   if constexpr (P::kZeroDivisorKeepsSign) {
     if (zero_divisor) {  // cudnn: codes 0x0 / 0x8 from the sign of x
       const auto sign = hn::And(hn::BitCast(di, x), sign_mask);
-      if (code) *code = hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<NvTag>(), sign)));
+      if (code) *code = hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<D>(), sign)));
       return hn::BitCast(d, sign);
     }
   }
@@ -310,7 +364,7 @@ HWY_INLINE hn::Vec<NvTag> NvElement(const NvTensorConstants& t, hn::Vec<NvTag> e
   sign = hn::IfThenZeroElse(hn::RebindMask(di, nan), sign);
   if (code) {
     const auto magnitude = E2m1Code(d, grid);
-    const auto c = hn::Or(magnitude, hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<NvTag>(), sign))));
+    const auto c = hn::Or(magnitude, hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<D>(), sign))));
     *code = hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, P::kNanCode), c);
   }
   if (t.positive_zero) sign = hn::IfThenZeroElse(hn::RebindMask(di, hn::Eq(grid, hn::Zero(d))), sign);
@@ -330,9 +384,10 @@ HWY_INLINE hn::Vec<D> NvCodeValue(D d, IntVec<D> c, bool positive_zero) {
 }
 
 // nvfp4_decode_block: fp32(q * f), then * S_dec for the two-step order.
-HWY_INLINE hn::Vec<NvTag> NvDecode(const NvTensorConstants& t, hn::Vec<NvTag> q, hn::Vec<NvTag> f) {
+template <class V>
+HWY_INLINE V NvDecode(const NvTensorConstants& t, V q, V f) {
   const auto v = hn::Mul(q, f);
-  return t.two_step ? hn::Mul(v, hn::Set(NvTag(), t.s_dec)) : v;
+  return t.two_step ? hn::Mul(v, hn::Set(hn::DFromV<V>(), t.s_dec)) : v;
 }
 
 HWY_INLINE void NvDecodeBlock(const NvTensorConstants& t, uint8_t scale, const uint8_t* HWY_RESTRICT codes,
@@ -400,68 +455,201 @@ HWY_INLINE void NvModeloptFqGroup(const NvTensorConstants& t, const float* HWY_R
 
 // ---- te_4over6: two candidates, the smaller block error --------------------------
 
+// q with -0 as +0 where the recipe decodes code 0x8 as +0 (NvElement's positive_zero).
+template <class V>
+HWY_INLINE V NvPositiveZero(const NvTensorConstants& t, V q) {
+  return t.positive_zero ? hn::Add(q, hn::Zero(hn::DFromV<V>())) : q;  // -0 + +0 = +0; nonzero q unchanged
+}
+
 // quantize_te_4over6: candidates s6 (max -> 6) and s4 (max -> 4), each
 // quantized as TE does; s4 is kept when its error, accumulated in element
 // order in fp32, is strictly smaller.
+//
+// Lanes are chains: chain j = 4c + b is candidate c (0: s6, 1: s4) of block b
+// of the group, on one vector of 8 lanes or two of 4 (vector v holds chains
+// v * lanes ..). The values are transposed as they are loaded, so that element
+// i of the four blocks is one vector: each step of the eight error sums is one
+// vector add, each sum still in element order (the reference's bits), and the
+// scales are per lane, not broadcast per block. The picked candidate is
+// transposed back. (Per block and candidate, with a serial scalar sum and its
+// terms stored, this was 20.5 AVX2 instructions per value.)
+using Nv4over6Tag = hn::CappedTag<float, 2 * kNvGroup>;
+constexpr int kNv4over6Vecs = static_cast<int>(2 * kNvGroup / hn::MaxLanes(Nv4over6Tag()));
+
+// Elements 4k .. 4k + 3 of the group's blocks: col[j][v] is element 4k + j of
+// the blocks of vector v's chains.
+template <class D>
+HWY_INLINE void Nv4over6Columns(D d, const float* HWY_RESTRICT x, int k, hn::Vec<D> (&col)[4][kNv4over6Vecs]) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int j = 0; j < 4; ++j)
+    for (int v = 0; v < kNv4over6Vecs; ++v) col[j][v] = hn::Set(d, x[(v % kNvGroup) * kNvBlock + 4 * k + j]);
+#else
+  // A 4x4 transpose in each 128-bit part: blocks 0..3 in every part.
+  hn::Vec<D> r[kNvGroup];
+  for (int b = 0; b < kNvGroup; ++b) {
+    const float* p = x + b * kNvBlock + 4 * k;
+    r[b] = hn::MaxLanes(d) > 4 ? hn::LoadDup128(d, p) : hn::LoadU(d, p);
+  }
+  const hn::Repartition<uint64_t, D> d64;
+  const auto t0 = hn::BitCast(d64, hn::InterleaveLower(d, r[0], r[1]));
+  const auto t1 = hn::BitCast(d64, hn::InterleaveLower(d, r[2], r[3]));
+  const auto t2 = hn::BitCast(d64, hn::InterleaveUpper(d, r[0], r[1]));
+  const auto t3 = hn::BitCast(d64, hn::InterleaveUpper(d, r[2], r[3]));
+  const hn::Vec<D> c[4] = {hn::BitCast(d, hn::InterleaveLower(d64, t0, t1)), hn::BitCast(d, hn::InterleaveUpper(d64, t0, t1)),
+                           hn::BitCast(d, hn::InterleaveLower(d64, t2, t3)), hn::BitCast(d, hn::InterleaveUpper(d64, t2, t3))};
+  for (int j = 0; j < 4; ++j)
+    for (int v = 0; v < kNv4over6Vecs; ++v) col[j][v] = c[j];
+#endif
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// The transpose back, for 4-lane vectors: lane b of row[j] to out[b * stride + j].
+template <class D4, class T>
+HWY_INLINE void Nv4over6StoreRows(D4 d4, const hn::Vec<D4> (&row)[4], T* HWY_RESTRICT out, int stride) {
+  const hn::Repartition<uint64_t, D4> d64;
+  const auto t0 = hn::BitCast(d64, hn::InterleaveLower(d4, row[0], row[1]));
+  const auto t1 = hn::BitCast(d64, hn::InterleaveLower(d4, row[2], row[3]));
+  const auto t2 = hn::BitCast(d64, hn::InterleaveUpper(d4, row[0], row[1]));
+  const auto t3 = hn::BitCast(d64, hn::InterleaveUpper(d4, row[2], row[3]));
+  hn::StoreU(hn::BitCast(d4, hn::InterleaveLower(d64, t0, t1)), d4, out);
+  hn::StoreU(hn::BitCast(d4, hn::InterleaveUpper(d64, t0, t1)), d4, out + stride);
+  hn::StoreU(hn::BitCast(d4, hn::InterleaveLower(d64, t2, t3)), d4, out + 2 * stride);
+  hn::StoreU(hn::BitCast(d4, hn::InterleaveUpper(d64, t2, t3)), d4, out + 3 * stride);
+}
+#endif
+
+#if HWY_TARGET != HWY_SCALAR
+// The group's block amaxes (NvGroupAmax), block b in lane b of each 4 lanes.
+template <class D>  // a template, so that the other lane count's branch is not compiled
+HWY_INLINE hn::Vec<D> Nv4over6Amax(D d, NvAmaxNan rule, const float* HWY_RESTRICT x) {
+  const auto a = NvGroupAmax(d, rule, x);
+  if constexpr (hn::MaxLanes(d) == 8) {
+    return hn::Combine(d, a, a);
+  } else {
+    return a;
+  }
+}
+#endif
+
+// kFake: write fake-quant values to y, else codes (one per byte) and scale
+// codes. kMse: the squared error, else the absolute one.
+template <Rounding R, bool kFake, bool kMse>
+HWY_INLINE void Nv4over6GroupOf(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
+                                uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
+  const Nv4over6Tag d;
+  const hn::RebindToSigned<Nv4over6Tag> di;
+  constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
+  constexpr int kVecs = kNv4over6Vecs;
+  using V = hn::Vec<Nv4over6Tag>;
+  // The chains' scales.
+  V scale[kVecs], enc[kVecs], err[kVecs];
+  alignas(64) int32_t scale_code[2 * kNvGroup];
+#if HWY_TARGET != HWY_SCALAR
+  const V amax = Nv4over6Amax(d, t.amax_nan, x);
+#endif
+  for (int v = 0; v < kVecs; ++v) {
+    const auto chain = hn::Iota(di, v * kLanes);
+#if HWY_TARGET == HWY_SCALAR
+    const V a = hn::Set(d, NvBlockAmax(t.amax_nan, x + (v % kNvGroup) * kNvBlock));
+#else
+    const V a = amax;
+#endif
+    const auto bs = hn::Div(a, hn::Set(d, 6.0f));
+    // s6 from fp32(bs * S_enc), s4 from fp32(fp32(1.5 * bs) * S_enc) (1 * bs is bs).
+    const auto times = hn::IfThenElse(hn::RebindMask(d, hn::Lt(chain, hn::Set(di, kNvGroup))), hn::Set(d, 1.0f),
+                                      hn::Set(d, 1.5f));
+    const auto p = hn::Min(hn::Mul(hn::Mul(times, bs), hn::Set(d, t.s_enc)), hn::Set(d, 448.0f));
+    scale[v] = Ue4m3RneSatGrid(d, p);
+    enc[v] = hn::Min(hn::Div(hn::Set(d, 1.0f), hn::Mul(scale[v], hn::Set(d, t.s_dec))), hn::Set(d, kNvFltMax));
+    hn::Store(Ue4m3Code(d, scale[v]), di, scale_code + v * kLanes);
+    err[v] = hn::Zero(d);
+  }
+  // Both candidates of every element, in element order; their q (fake quant)
+  // or codes, chain j of element i at [i][j], for the pick. The sign of a
+  // zero q changes no error: positive_zero is applied to the picked q only,
+  // out of the element loop.
+  alignas(64) float q[kNvBlock][2 * kNvGroup];
+  alignas(64) int32_t code[kNvBlock][2 * kNvGroup];
+  NvTensorConstants te = t;
+  te.positive_zero = false;
+  const auto g = hn::Set(d, t.g);
+  const auto six_m = hn::Set(d, t.six_m);
+  for (int k = 0; k < kNvBlock / 4; ++k) {
+    V col[4][kVecs];
+    Nv4over6Columns(d, x, k, col);
+    for (int j = 0; j < 4; ++j) {
+      for (int v = 0; v < kVecs; ++v) {
+        IntVec<Nv4over6Tag> cv = hn::Zero(di);
+        const auto qv = NvElement<NvTe, R, Nv4over6Tag>(te, enc[v], false, col[j][v], kFake ? nullptr : &cv);
+        // x^ = fp32(fp32(fp32(q * s) * G) / 6M); q is the decoded code (0x8 -> -0).
+        const auto diff = hn::Sub(hn::Div(hn::Mul(hn::Mul(qv, scale[v]), g), six_m), col[j][v]);
+        err[v] = hn::Add(err[v], kMse ? hn::Mul(diff, diff) : hn::Abs(diff));
+        if constexpr (kFake)
+          hn::Store(qv, d, q[4 * k + j] + v * kLanes);
+        else
+          hn::Store(cv, di, code[4 * k + j] + v * kLanes);
+      }
+    }
+  }
+  alignas(64) float error[2 * kNvGroup];
+  for (int v = 0; v < kVecs; ++v) hn::Store(err[v], d, error + v * kLanes);
+  // The pick, per block; lane b is block b.
+  const hn::CappedTag<float, kNvGroup> d4;
+#if HWY_TARGET == HWY_SCALAR
+  for (int b = 0; b < kNvGroup; ++b) {
+    const int c = error[kNvGroup + b] < error[b] ? kNvGroup : 0;
+    for (int i = 0; i < kNvBlock; ++i) {
+      if constexpr (kFake)
+        y[b * kNvBlock + i] = hn::GetLane(NvDecode(t, NvPositiveZero(t, hn::Set(d4, q[i][c + b])),
+                                                   hn::Set(d4, t.factor[scale_code[c + b]])));
+      else
+        codes[b * kNvBlock + i] = static_cast<uint8_t>(code[i][c + b]);
+    }
+    if constexpr (!kFake) scales[b] = static_cast<uint32_t>(scale_code[c + b]);
+  }
+#else
+  const hn::RebindToSigned<decltype(d4)> di4;
+  const auto pick = hn::Lt(hn::Load(d4, error + kNvGroup), hn::Load(d4, error));  // NaN keeps s6
+  const auto pick_i = hn::RebindMask(di4, pick);
+  const auto picked_scale = hn::IfThenElse(pick_i, hn::Load(di4, scale_code + kNvGroup), hn::Load(di4, scale_code));
+  if constexpr (kFake) {
+    const auto f = hn::GatherIndex(d4, t.factor, picked_scale);
+    for (int k = 0; k < kNvBlock / 4; ++k) {
+      hn::Vec<decltype(d4)> row[4];
+      for (int j = 0; j < 4; ++j)
+        row[j] = NvDecode(t, NvPositiveZero(t, hn::IfThenElse(pick, hn::Load(d4, q[4 * k + j] + kNvGroup), hn::Load(d4, q[4 * k + j]))), f);
+      Nv4over6StoreRows(d4, row, y + 4 * k, kNvBlock);
+    }
+  } else {
+    const hn::RebindToUnsigned<decltype(d4)> du4;
+    hn::StoreU(hn::BitCast(du4, picked_scale), du4, scales);
+    // Lane b of word[k]: block b's codes 4k .. 4k + 3, one per byte, in memory order.
+    hn::Vec<decltype(di4)> word[4];
+    for (int k = 0; k < kNvBlock / 4; ++k) {
+      word[k] = hn::Zero(di4);
+      for (int j = 0; j < 4; ++j) {
+        const auto c = hn::IfThenElse(pick_i, hn::Load(di4, code[4 * k + j] + kNvGroup), hn::Load(di4, code[4 * k + j]));
+        word[k] = hn::Or(word[k], hn::ShiftLeftSame(c, 8 * j));
+      }
+    }
+    Nv4over6StoreRows(di4, word, reinterpret_cast<int32_t*>(codes), kNvBlock / 4);
+  }
+#endif
+}
+
 template <Rounding R>
 HWY_INLINE void Nv4over6Group(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                               uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
-  const NvTag d;
-  const hn::RebindToSigned<NvTag> di;
-  const int n = static_cast<int>(hn::Lanes(d));
-  float amax[kNvGroup];
-  for (int b = 0; b < kNvGroup; ++b) amax[b] = NvBlockAmax(t.amax_nan, x + b * kNvBlock);
-  const NvGroupTag dg;
-  const int lanes = static_cast<int>(hn::Lanes(dg));
-  alignas(16) float scale[2][kNvGroup], enc[2][kNvGroup];
-  alignas(16) int32_t scale_code[2][kNvGroup];
-  for (int b = 0; b < kNvGroup; b += lanes) {
-    auto a = hn::Set(dg, amax[b + lanes - 1]);
-    for (int i = lanes - 2; i >= 0; --i) a = hn::IfThenElse(hn::FirstN(dg, i + 1), hn::Set(dg, amax[b + i]), a);
-    const auto bs = hn::Div(a, hn::Set(dg, 6.0f));
-    const auto p6 = hn::Min(hn::Mul(bs, hn::Set(dg, t.s_enc)), hn::Set(dg, 448.0f));
-    const auto p4 = hn::Min(hn::Mul(hn::Mul(hn::Set(dg, 1.5f), bs), hn::Set(dg, t.s_enc)), hn::Set(dg, 448.0f));
-    const hn::Vec<NvGroupTag> p[2] = {p6, p4};
-    for (int c = 0; c < 2; ++c) {
-      const auto s = Ue4m3RneSatGrid(dg, p[c]);
-      hn::Store(s, dg, scale[c] + b);
-      hn::Store(hn::Min(hn::Div(hn::Set(dg, 1.0f), hn::Mul(s, hn::Set(dg, t.s_dec))), hn::Set(dg, kNvFltMax)), dg,
-                enc[c] + b);
-      hn::Store(Ue4m3Code(dg, s), hn::RebindToSigned<NvGroupTag>(), scale_code[c] + b);
-    }
-  }
-  for (int b = 0; b < kNvGroup; ++b) {
-    const float* xb = x + b * kNvBlock;
-    alignas(64) float q[2][kNvBlock];
-    alignas(64) uint8_t code[2][kNvBlock];
-    float error[2];
-    for (int c = 0; c < 2; ++c) {
-      const auto e = hn::Set(d, enc[c][b]);
-      const auto s = hn::Set(d, scale[c][b]);
-      alignas(64) float term[kNvBlock];
-      for (int i = 0; i < kNvBlock; i += n) {
-        const auto v = hn::LoadU(d, xb + i);
-        IntVec<NvTag> cv = hn::Zero(di);
-        const auto qv = NvElement<NvTe, R>(t, e, false, v, &cv);
-        // x^ = fp32(fp32(fp32(q * s) * G) / 6M); q is the decoded code (0x8 -> -0).
-        const auto x_hat = hn::Div(hn::Mul(hn::Mul(qv, s), hn::Set(d, t.g)), hn::Set(d, t.six_m));
-        const auto diff = hn::Sub(x_hat, v);
-        hn::Store(t.select_mse ? hn::Mul(diff, diff) : hn::Abs(diff), d, term + i);
-        hn::Store(qv, d, q[c] + i);
-        StoreCodeBytes(d, cv, code[c] + i);
-      }
-      float err = 0.0f;
-      for (int i = 0; i < kNvBlock; ++i) err = err + term[i];  // element order, as the reference
-      error[c] = err;
-    }
-    const int pick = error[1] < error[0] ? 1 : 0;
-    if (y) {
-      const auto f = hn::Set(d, t.factor[scale_code[pick][b]]);
-      for (int i = 0; i < kNvBlock; i += n) hn::StoreU(NvDecode(t, hn::Load(d, q[pick] + i), f), d, y + b * kNvBlock + i);
-    } else {
-      for (int i = 0; i < kNvBlock; ++i) codes[b * kNvBlock + i] = code[pick][i];
-      scales[b] = static_cast<uint32_t>(scale_code[pick][b]);
-    }
+  if (t.select_mse) {
+    if (y)
+      Nv4over6GroupOf<R, true, true>(t, x, y, nullptr, nullptr);
+    else
+      Nv4over6GroupOf<R, false, true>(t, x, nullptr, codes, scales);
+  } else {
+    if (y)
+      Nv4over6GroupOf<R, true, false>(t, x, y, nullptr, nullptr);
+    else
+      Nv4over6GroupOf<R, false, false>(t, x, nullptr, codes, scales);
   }
 }
 
@@ -490,8 +678,7 @@ HWY_INLINE IntVec<D> GgmlUe4m3Code(D d, hn::Vec<D> x) {
 using NvGgmlTag = hn::CappedTag<float, 8>;
 
 // The largest |x| bits of each of the kNvGroup blocks at x, NaN included
-// (above kInfBits), to out. With 8 lanes (two per block) the four blocks'
-// vectors are folded together by interleaving rather than reduced one by one.
+// (above kInfBits), to out.
 template <class D>  // NvGgmlTag; a template, so that the other lane count's branch is not compiled
 HWY_INLINE void NvGgmlGroupMaxBits(D d, const float* HWY_RESTRICT x, int32_t* HWY_RESTRICT out) {
   const hn::RebindToSigned<D> di;
@@ -501,18 +688,9 @@ HWY_INLINE void NvGgmlGroupMaxBits(D d, const float* HWY_RESTRICT x, int32_t* HW
     m[b] = AbsBits(d, hn::LoadU(d, x + b * kNvBlock));
     for (int i = n; i < kNvBlock; i += n) m[b] = hn::Max(m[b], AbsBits(d, hn::LoadU(d, x + b * kNvBlock + i)));
   }
-#if HWY_TARGET != HWY_SCALAR  // no Interleave* there
+#if HWY_TARGET != HWY_SCALAR
   if constexpr (hn::MaxLanes(d) == 8) {
-    const hn::Half<decltype(di)> dh;
-    // Per 128-bit half: (b0 lanes 0|2, b1 0|2, b0 1|3, b1 1|3), then with
-    // blocks 2 and 3 as 64-bit pairs (b0, b1, b2, b3), then the two halves.
-    const auto p = hn::Max(hn::InterleaveLower(di, m[0], m[1]), hn::InterleaveUpper(di, m[0], m[1]));
-    const auto q = hn::Max(hn::InterleaveLower(di, m[2], m[3]), hn::InterleaveUpper(di, m[2], m[3]));
-    const hn::Repartition<int64_t, decltype(di)> d64;
-    const auto p64 = hn::BitCast(d64, p), q64 = hn::BitCast(d64, q);
-    const auto r = hn::BitCast(di, hn::Max(hn::BitCast(di, hn::InterleaveLower(d64, p64, q64)),
-                                           hn::BitCast(di, hn::InterleaveUpper(d64, p64, q64))));
-    hn::StoreU(hn::Max(hn::LowerHalf(dh, r), hn::UpperHalf(dh, r)), dh, out);
+    hn::StoreU(NvFoldBlocks(di, m, [](auto a, auto b) { return hn::Max(a, b); }), hn::CappedTag<int32_t, kNvGroup>(), out);
     return;
   }
 #endif
