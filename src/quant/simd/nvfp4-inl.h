@@ -358,18 +358,25 @@ HWY_INLINE hn::Vec<D> NvElement(const NvTensorConstants& t, hn::Vec<D> e, bool z
     }
   }
   const auto nan = hn::IsNaN(y);
-  const auto grid = E2m1Grid<R>(d, hn::IfThenZeroElse(nan, hn::Abs(y)), r);
+  // A NaN y whose code is 0x7 (+6) needs no mask but the sign's: E2m1Grid's
+  // first step, Min(|y|, 6), gives 6 for a NaN on every target (x86 min
+  // returns its second operand; Highway's emulated and scalar Min the other
+  // operand), as the scale steps' Min(p, 448) gives 448.
+  constexpr bool kNanIsSix = P::kNanCode == 0x7;
+  const auto grid = E2m1Grid<R>(d, kNanIsSix ? hn::Abs(y) : hn::IfThenZeroElse(nan, hn::Abs(y)), r);
   auto sign = P::kSignLessThanZero ? hn::IfThenElseZero(hn::RebindMask(di, hn::Lt(y, hn::Zero(d))), sign_mask)
                                    : hn::And(hn::BitCast(di, y), sign_mask);
   sign = hn::IfThenZeroElse(hn::RebindMask(di, nan), sign);
   if (code) {
     const auto magnitude = E2m1Code(d, grid);
     const auto c = hn::Or(magnitude, hn::BitCast(di, hn::ShiftRight<28>(hn::BitCast(hn::RebindToUnsigned<D>(), sign))));
-    *code = hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, P::kNanCode), c);
+    *code = kNanIsSix ? c : hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, P::kNanCode), c);
   }
   if (t.positive_zero) sign = hn::IfThenZeroElse(hn::RebindMask(di, hn::Eq(grid, hn::Zero(d))), sign);
-  const float nan_value = P::kNanCode == 0x7 ? 6.0f : P::kNanCode == 0x4 ? 2.0f : 0.0f;
-  return hn::IfThenElse(nan, hn::Set(d, nan_value), hn::BitCast(d, hn::Or(hn::BitCast(di, grid), sign)));
+  const auto q = hn::BitCast(d, hn::Or(hn::BitCast(di, grid), sign));
+  if constexpr (kNanIsSix) return q;
+  const float nan_value = P::kNanCode == 0x4 ? 2.0f : 0.0f;
+  return hn::IfThenElse(nan, hn::Set(d, nan_value), q);
 }
 
 // ---- Decode -------------------------------------------------------------------
