@@ -296,16 +296,25 @@ HWY_NOINLINE void NvRun(const KernelArgs& k, const float* HWY_RESTRICT x, int64_
     NvQuantizeRun<kGroupPacks>(k, x, n, codes, scales, group);
 }
 
-// te_4over6 fake quant (no tiles, no random bits), its group inlined into the
-// loop over groups and its constants hoisted out of it: 11.89 -> 11.02 AVX2
-// instructions per value. (NvFakeQuantRun calls the group; inlined there, the
-// other kernels count as many or more: modelopt_fq 6.75 -> 7.12, ggml 5.47 -> 5.57.)
+// te_4over6 (no tiles, no random bits). Its fake quant runs its own loop
+// over groups, the group inlined and its constants hoisted out of it: 11.89
+// -> 11.02 AVX2 instructions per value. (NvFakeQuantRun calls the group;
+// inlined there, the other kernels count as many or more: modelopt_fq 6.75
+// -> 7.12, ggml 5.47 -> 5.57.)
 template <Rounding R>
-HWY_NOINLINE void Nv4over6FakeQuantRun(const NvTensorConstants& t, const float* HWY_RESTRICT x, int64_t n,
-                                       float* HWY_RESTRICT y) {
-  FakeQuantRun<kNvGroup * kNvBlock>(x, y, n, [&t](const float* in, float* out, int64_t) FP4EMU_INLINE_LAMBDA {
-    Nv4over6Group<R>(t, in, out, nullptr, nullptr);
-  });
+HWY_NOINLINE void Nv4over6Run(const KernelArgs& k, const NvTensorConstants& constants, const float* HWY_RESTRICT x,
+                              int64_t n, float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT codes,
+                              uint8_t* HWY_RESTRICT scales) {
+  const NvTensorConstants t = constants;  // a copy, which the stores of the output cannot change
+  if (y) {
+    FakeQuantRun<kNvGroup * kNvBlock>(x, y, n, [&t](const float* in, float* out, int64_t) FP4EMU_INLINE_LAMBDA {
+      Nv4over6Group<R, true>(t, in, out, nullptr, nullptr);
+    });
+  } else {
+    NvQuantizeRun(k, x, n, codes, scales,
+                  [&t](const float* in, const float*, float*, uint8_t* c, uint32_t* s, const uint8_t*)
+                      FP4EMU_INLINE_LAMBDA { Nv4over6Group<R, false>(t, in, nullptr, c, s); });
+  }
 }
 
 void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y,
@@ -334,12 +343,7 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
       return;
     } else {
       if (k.family == KernelFamily::nvfp4_4over6) {
-        if (y) {
-          Nv4over6FakeQuantRun<R>(t, x, n, y);
-        } else {
-          run([&t](const float* in, const float*, float* out, uint8_t* c, uint32_t* s,
-                   const uint8_t*) FP4EMU_INLINE_LAMBDA { Nv4over6Group<R>(t, in, out, c, s); });
-        }
+        Nv4over6Run<R>(k, t, x, n, y, codes, scales);
         return;
       }
       if (k.recipe->nv.rule == NvScaleRule::modelopt_fq) {  // fake-quant only

@@ -132,10 +132,10 @@ HWY_INLINE hn::Vec<hn::CappedTag<float, kNvGroup>> NvGroupAmax(D d, NvAmaxNan ru
   const bool drop = rule != NvAmaxNan::propagate;
   hn::Vec<decltype(di)> bits[kNvGroup];
   for (int b = 0; b < kNvGroup; ++b) {
-    bits[b] = hn::Zero(di);
     for (int i = 0; i < kNvBlock; i += n) {
-      const auto v = AbsBits(d, hn::LoadU(d, x + b * kNvBlock + i));
-      bits[b] = hn::Max(bits[b], drop ? AbsBitsDroppingNanBits(di, v) : v);
+      auto v = AbsBits(d, hn::LoadU(d, x + b * kNvBlock + i));
+      if (drop) v = AbsBitsDroppingNanBits(di, v);
+      bits[b] = i == 0 ? v : hn::Max(bits[b], v);
     }
   }
   const hn::CappedTag<float, kNvGroup> d4;
@@ -538,8 +538,8 @@ HWY_INLINE hn::Vec<D> Nv4over6Amax(D d, NvAmaxNan rule, const float* HWY_RESTRIC
 }
 #endif
 
-// kFake: write fake-quant values to y, else codes (one per byte) and scale
-// codes. kMse: the squared error, else the absolute one.
+// kFake: fake-quant values to y, else codes (one per byte) and scale codes.
+// kMse: the squared error, else the absolute one.
 template <Rounding R, bool kFake, bool kMse>
 HWY_INLINE void Nv4over6GroupOf(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                                 uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
@@ -623,8 +623,10 @@ HWY_INLINE void Nv4over6GroupOf(const NvTensorConstants& t, const float* HWY_RES
     const auto f = hn::GatherIndex(d4, t.factor, picked_scale);
     for (int k = 0; k < kNvBlock / 4; ++k) {
       hn::Vec<decltype(d4)> row[4];
-      for (int j = 0; j < 4; ++j)
-        row[j] = NvDecode(t, NvPositiveZero(t, hn::IfThenElse(pick, hn::Load(d4, q[4 * k + j] + kNvGroup), hn::Load(d4, q[4 * k + j]))), f);
+      for (int j = 0; j < 4; ++j) {
+        const auto picked = hn::IfThenElse(pick, hn::Load(d4, q[4 * k + j] + kNvGroup), hn::Load(d4, q[4 * k + j]));
+        row[j] = NvDecode(t, NvPositiveZero(t, picked), f);
+      }
       Nv4over6StoreRows(d4, row, y + 4 * k, kNvBlock);
     }
   } else {
@@ -644,20 +646,14 @@ HWY_INLINE void Nv4over6GroupOf(const NvTensorConstants& t, const float* HWY_RES
 #endif
 }
 
-template <Rounding R>
+// kFake: fake-quant values to y, else codes and scale codes.
+template <Rounding R, bool kFake>
 HWY_INLINE void Nv4over6Group(const NvTensorConstants& t, const float* HWY_RESTRICT x, float* HWY_RESTRICT y,
                               uint8_t* HWY_RESTRICT codes, uint32_t* HWY_RESTRICT scales) {
-  if (t.select_mse) {
-    if (y)
-      Nv4over6GroupOf<R, true, true>(t, x, y, nullptr, nullptr);
-    else
-      Nv4over6GroupOf<R, false, true>(t, x, nullptr, codes, scales);
-  } else {
-    if (y)
-      Nv4over6GroupOf<R, true, false>(t, x, y, nullptr, nullptr);
-    else
-      Nv4over6GroupOf<R, false, false>(t, x, nullptr, codes, scales);
-  }
+  if (t.select_mse)
+    Nv4over6GroupOf<R, kFake, true>(t, x, y, codes, scales);
+  else
+    Nv4over6GroupOf<R, kFake, false>(t, x, y, codes, scales);
 }
 
 // ---- ggml: ggml's UE4M3 and argmin ------------------------------------------------
