@@ -122,7 +122,7 @@ struct Maxima {
   float M = 0.0f;                     // max over the block
 };
 
-// SIMD twin: src/quant/simd/hif4-inl.h Hif4L3Max and Hif4L2Max.
+// SIMD twin: src/quant/simd/hif4-inl.h Hif4GroupMax4 and Hif4L2Max.
 Maxima block_maxima(const std::array<float, kHif4Block>& v) {
   Maxima mx;
   for (int k = 0; k < kL3Groups; ++k) {

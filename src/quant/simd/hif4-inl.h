@@ -10,9 +10,10 @@
 // vectors, one group per lane (Hif4GroupMax4), where steps 5-6 run once per
 // group; each element vector then takes its lanes' factors with one lane
 // broadcast (Hif4Spread), as an L3 group lies in 4 adjacent lanes of one
-// 128-bit block. quantize/hif4.v14: 8.2 AVX2 instructions per value with
-// per-group factors spread through memory, 5.6 with the group steps run
-// redundantly on every element vector, 4.x with group vectors.
+// 128-bit block. quantize/hif4.v14, AVX2 instructions per value: 8.2 with
+// per-group factors spread through memory, 5.6 with steps 5-6 run on every
+// element vector (each lane its own group's), 4.0 with group vectors
+// (docs/performance.md).
 #if defined(FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
 #undef FP4EMU_SRC_QUANT_SIMD_HIF4_INL_H_
