@@ -626,7 +626,8 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
   // A single-level NVFP4 recipe quantizes without G and only stores it: on
   // dense fp32 its amax is taken run by run just before the run is quantized,
   // while the run is in cache, not in a pass of its own over the input (that
-  // pass made nvfp4.ggml quantize read 8 bytes per value, not 4).
+  // pass made nvfp4.ggml quantize read 8 bytes per value, not 4); nvfp4.ggml's
+  // kernel reports it from the block maxima it reduces anyway (KernelArgs::run_amax).
   // (16x16 tiles take G from their tile pass.)
   const bool amax_by_run = nvfp4 && nv_single_level(*o.recipe) && !o.recipe->nv.tile_2d && !o.global_amax &&
                            x.contiguous && v.inner == 1 && x.dense_f32() != nullptr;
@@ -651,9 +652,20 @@ void quantize(const detail::StridedIn& x, const ResolvedOptions& o, const Stocha
       const int64_t offset = r.row * len + r.k0;
       const KernelArgs a = bits.at(nv.at(k, r.row, r.k0), 0, offset, r.n, v.axis_len);
       if (in) {
-        if (amax_by_run)
-          merge_amax(run_amax[static_cast<size_t>(omp_get_thread_num())], abs_max_stats(in + offset, r.n));
-        quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        if (!amax_by_run) {
+          quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+          return;
+        }
+        AbsMaxStats amax;
+        if (a.family == KernelFamily::nvfp4_ggml) {  // the kernel reports the run's amax (KernelArgs::run_amax)
+          KernelArgs reporting = a;
+          reporting.run_amax = &amax;
+          quantize_values(reporting, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        } else {
+          amax = abs_max_stats(in + offset, r.n);
+          quantize_values(a, in + offset, r.n, codes_at(r.row, r.k0), scales_at(r.row, r.k0));
+        }
+        merge_amax(run_amax[static_cast<size_t>(omp_get_thread_num())], amax);
         return;
       }
       thread_local std::vector<float> buffer;  // bf16/fp16 widened a run at a time

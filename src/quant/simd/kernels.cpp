@@ -317,6 +317,8 @@ HWY_NOINLINE void Nv4over6Run(const KernelArgs& k, const NvTensorConstants& cons
   }
 }
 
+AbsMaxStats AbsMaxStatsOf(const float* HWY_RESTRICT x, int64_t n);
+
 void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y,
               uint8_t* HWY_RESTRICT codes, uint8_t* HWY_RESTRICT scales) {
   const NvTensorConstants t = NvConstants(k);
@@ -324,13 +326,20 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
   auto run_packing = [&](auto&& group) { NvRun<true>(k, x, n, y, codes, scales, group); };
   if (k.family == KernelFamily::nvfp4_ggml) {  // packs its codes itself
     const NibbleOrder order = k.nibble_order;
-    auto group = [&t, order](const float* in, const float*, float* out, uint8_t* c, uint32_t* s, const uint8_t*) {
-      NvGgmlGroup(t, order, in, out, c, s);
-    };
-    if (y)
+    alignas(16) int32_t seen[kNvGroup] = {};  // the largest block max bits so far, NaN included
+    int32_t* const seen_or_null = k.run_amax ? seen : nullptr;
+    auto group = [&t, order, seen_or_null](const float* in, const float*, float* out, uint8_t* c, uint32_t* s,
+                                           const uint8_t*) { NvGgmlGroup(t, order, in, out, c, s, seen_or_null); };
+    if (y) {
       NvFakeQuantRun(k, x, y, n, group);
-    else
-      NvQuantizeRun<true>(k, x, n, codes, scales, group);
+    } else {
+      NvQuantizeRun<true>(k, x, n, codes, scales, group);  // a tail group's zero padding adds nothing to seen
+    }
+    if (k.run_amax) {  // AbsMaxStatsOf's facts; a run with a NaN (rare) takes them from AbsMaxStatsOf itself
+      const int32_t top = *std::max_element(seen, seen + kNvGroup);
+      *k.run_amax = HWY_LIKELY(top <= kInfBits) ? AbsMaxStats{std::bit_cast<float>(top), false, n == 0}
+                                                : AbsMaxStatsOf(x, n);
+    }
     return;
   }
   WithNvRounding(k.rounding, [&](auto rounding) {

@@ -703,8 +703,11 @@ HWY_INLINE void NvGgmlGroupMaxBits(D d, const float* HWY_RESTRICT x, int32_t* HW
 // quantize_ggml, kNvGroup blocks: fake-quant values to y when y is set (the
 // decode factor of scale s is 2d, ggml_ue4m3_to_fp32 * 2: GgmlCodeValue),
 // else the codes packed in `order` (kNvGroup * 8 bytes) and the scale codes.
+// seen, when set: kNvGroup lanes that keep the largest block max bits (NaN
+// included) of the groups so far, for the run's tensor amax (NvGgmlRunAmax).
 HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, NibbleOrder order, const float* HWY_RESTRICT x,
-                            float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales) {
+                            float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales,
+                            int32_t* HWY_RESTRICT seen = nullptr) {
   const NvGgmlTag d;
   const hn::RebindToSigned<NvGgmlTag> di;
   constexpr int kVectors = kNvBlock / hn::MaxLanes(d);
@@ -716,8 +719,9 @@ HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, NibbleOrder order, const
   alignas(16) int32_t scale_code[kNvGroup];
   NvGgmlGroupMaxBits(d, x, max_bits);
   for (int b = 0; b < kNvGroup; b += lanes) {  // a NaN lane's code is not used: its block takes the literal path
-    const auto a = hn::BitCast(dg, hn::Load(dgi, max_bits + b));
-    hn::Store(GgmlUe4m3Code(dg, hn::Div(a, hn::Set(dg, 6.0f))), dgi, scale_code + b);
+    const auto bits = hn::Load(dgi, max_bits + b);
+    if (seen) hn::Store(hn::Max(hn::Load(dgi, seen + b), bits), dgi, seen + b);
+    hn::Store(GgmlUe4m3Code(dg, hn::Div(hn::BitCast(dg, bits), hn::Set(dg, 6.0f))), dgi, scale_code + b);
   }
   for (int b = 0; b < kNvGroup; ++b) {
     const float* xb = x + b * kNvBlock;
