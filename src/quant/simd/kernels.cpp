@@ -327,13 +327,16 @@ void NvValues(const KernelArgs& k, const float* HWY_RESTRICT x, int64_t n, float
   if (k.family == KernelFamily::nvfp4_ggml) {  // packs its codes itself
     const NibbleOrder order = k.nibble_order;
     alignas(16) int32_t seen[kNvGroup] = {};  // the largest block max bits so far, NaN included
-    int32_t* const seen_or_null = k.run_amax ? seen : nullptr;
-    auto group = [&t, order, seen_or_null](const float* in, const float*, float* out, uint8_t* c, uint32_t* s,
-                                           const uint8_t*) { NvGgmlGroup(t, order, in, out, c, s, seen_or_null); };
     if (y) {
-      NvFakeQuantRun(k, x, y, n, group);
+      NvFakeQuantRun(k, x, y, n, [&t, order](const float* in, const float*, float* out, uint8_t*, uint32_t*,
+                                             const uint8_t*) { NvGgmlGroup(t, order, in, out, nullptr, nullptr); });
     } else {
-      NvQuantizeRun<true>(k, x, n, codes, scales, group);  // a tail group's zero padding adds nothing to seen
+      int32_t* const seen_or_null = k.run_amax ? seen : nullptr;
+      NvQuantizeRun<true>(k, x, n, codes, scales,  // a tail group's zero padding adds nothing to seen
+                          [&t, order, seen_or_null](const float* in, const float*, float*, uint8_t* c, uint32_t* s,
+                                                    const uint8_t*) FP4EMU_INLINE_LAMBDA {
+                            NvGgmlGroup(t, order, in, nullptr, c, s, seen_or_null);
+                          });
     }
     if (k.run_amax) {  // AbsMaxStatsOf's facts; a run with a NaN (rare) takes them from AbsMaxStatsOf itself
       const int32_t top = *std::max_element(seen, seen + kNvGroup);
