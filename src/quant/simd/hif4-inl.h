@@ -182,15 +182,15 @@ HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRIC
   }
   if constexpr (kHif4Lanes > 1) top = hn::MaxOfLanes(di, top);
   const int32_t top_bits = hn::GetLane(top);
+  mx.block = hn::BitCast(d, top);  // set on every path, so that GCC sees it set where the result is unread
   if (HWY_UNLIKELY(top_bits > (policy == NonFinitePolicy::torch ? kInfBits : kInfBits - 1))) return false;
   if constexpr (K == Hif4Elements::exact) {
     if (HWY_UNLIKELY(top_bits == kInfBits)) {
       const auto cap = hn::Set(di, kFltMaxBits);
       for (int k = 0; k < kHif4GroupVectors; ++k) mx.m4[k] = hn::Min(mx.m4[k], cap);
-      top = cap;
+      mx.block = hn::BitCast(d, cap);
     }
   }
-  mx.block = hn::BitCast(d, top);
   return true;
 }
 
@@ -536,7 +536,7 @@ HWY_INLINE Hif4Mask Hif4Negative(Hif4Vec v, Hif4Vec factor) {
 // negative) with value the decode factor (q/4) -> (q/4) 2^(b+c) S of the
 // lanes of vector i (s.value 2^(b+c)), q Hif4Q's and negative Hif4Negative's.
 // Steps 5-6 run once per group vector, and each element vector takes its
-// lanes' factors with one Hif4Spread (AVX2: 22 -> 13 instructions per
+// lanes' factors with one Hif4Spread (AVX2: 22 -> 10-12 instructions per
 // vector of 8). Also the word's bits (word_bits, to be summed over its
 // lanes; left for the compiler to drop where unread, as value is).
 template <Hif4Elements K, Rounding R, class F>
