@@ -1080,7 +1080,7 @@ TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {
   x.data.assign(64, 1.5f);
   QuantOptions o;
   // Forcing the fast path where it has no kernel fails with the reason; auto falls back.
-  // (Skipped when every configuration has a kernel.)
+  // (Skipped when every configuration has a kernel; the decoder below is then the refusal tested.)
   if (const Uncovered u = uncovered_config(); u.recipe) {
     o.recipe = std::string(u.recipe->id);
     o.rounding = u.rounding;
@@ -1098,6 +1098,18 @@ TEST(SimdDispatch, ImplChoiceIsHonouredAndExplained) {
   o.recipe = "mxfp4";
   o.threads = -1;
   EXPECT_THROW(fake_quant(x, o), InputError);
+  // A decoder the fast path lacks: a packed tensor naming nvfp4.modelopt_fq
+  // (fake-quant only, so made from nvfp4.modelopt's, the same layout).
+  o = QuantOptions{};
+  o.recipe = "nvfp4.modelopt";
+  PackedTensor p = quantize(x, o);
+  p.recipe_id = "nvfp4.modelopt_fq";
+  try {
+    dequantize(p, {Impl::fast, 0});
+    FAIL() << "forcing the fast decoder of nvfp4.modelopt_fq must fail";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no fast decoder"), std::string::npos) << e.what();
+  }
   // hif4.a6 declared bf16 but holding other values: the fast path takes
   // them too (the reference's bits for those blocks: SpecialBlocks).
   o = QuantOptions{};
