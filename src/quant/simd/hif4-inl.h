@@ -22,7 +22,6 @@
 #endif
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -168,9 +167,9 @@ HWY_INLINE bool Hif4GroupMaxima(NonFinitePolicy policy, const float* HWY_RESTRIC
   const int n = static_cast<int>(hn::Lanes(d));
   auto low_bits = hn::Zero(di);
   auto abs_bits = [&](int i) {
-    const auto bits = hn::BitCast(di, hn::LoadU(d, x + i * n));
-    if constexpr (K == Hif4Elements::a6) low_bits = hn::Or(low_bits, bits);
-    return hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+    const auto v = hn::LoadU(d, x + i * n);
+    if constexpr (K == Hif4Elements::a6) low_bits = hn::Or(low_bits, hn::BitCast(di, v));
+    return AbsBits(d, v);
   };
   for (int k = 0; k < kHif4GroupVectors; ++k)
     mx.m4[k] = Hif4GroupMax4(abs_bits(4 * k), abs_bits(4 * k + 1), abs_bits(4 * k + 2), abs_bits(4 * k + 3));
