@@ -26,6 +26,7 @@
 #include "fp4emu/quant/quantize.hpp"
 #include "fp4emu/quant/reference.hpp"
 #include "src/quant/simd.hpp"
+#include "src/quant/simd/kernels.hpp"
 #include "test_util.hpp"
 
 namespace fp4emu {
@@ -1011,6 +1012,26 @@ TEST(SimdGgmlArgmin, EveryScaleAroundEveryThresholdAndTheLiteralPath) {
     expect_fast_equals_reference(blocks_tensor(blocks, block, false), options_for({&r, r.element_rounding}),
                                  std::string(id) + " thresholds");
   }
+}
+
+// nvfp4.ggml tests a group once against nvfp4_ggml_literal_bits (driver.cpp)
+// and skips its blocks' row limits below it: no amax below it reaches the
+// limit of its own scale code's row (every such fp32 amax, about 1.3 * 10^9,
+// a few seconds), and the bits themselves do (the bound is tight).
+TEST(SimdGgmlArgmin, Nvfp4GroupLiteralBitsAreBelowEveryLimitAndTight) {
+  const simd::GgmlArgminRow* rows = simd::ggml_argmin_table(Format::nvfp4);
+  const uint32_t from = simd::nvfp4_ggml_literal_bits();
+  auto limit_of = [&](uint32_t b) {
+    return rows[reference::ggml_fp32_to_ue4m3(std::bit_cast<float>(b) / 6.0f)].limit_bits;
+  };
+  ASSERT_LE(from, 0x7F800000u);
+  if (from < 0x7F800000u) EXPECT_GE(from, limit_of(from)) << "the bound is not tight: 0x" << std::hex << from;
+  uint64_t reached = 0;
+  uint32_t first = from;
+  for (uint32_t b = 0; b < from; ++b)
+    if (b >= limit_of(b) && reached++ == 0) first = b;
+  EXPECT_EQ(reached, 0u) << "amax bits reach their row's limit below the bound 0x" << std::hex << from
+                         << ", first at 0x" << first;
 }
 
 // Dequantize of arbitrary bytes (every scale byte, NaN scales, any code, odd

@@ -400,7 +400,7 @@ uint8_t quantize_cudnn(const NvTensorScale& ts, float a_b, const float* x, uint8
 // scale. The element rule is `best_index_mxfp4` (ggml-quants.c:337-348), an
 // argmin, not a rounding, so `rounding` is not consulted (the recipe allows
 // only ties_to_zero, which is what the argmin amounts to).
-// SIMD twin: src/quant/simd/nvfp4-inl.h NvGgmlGroup.
+// SIMD twin: src/quant/simd/nvfp4-inl.h NvGgmlGroupScales, NvGgmlGroupBlocks.
 uint8_t quantize_ggml(float a_b, const float* x, uint8_t* codes) {
   const float bs = a_b / kE2m1Max;  // `amax / 6.0f`
   const uint8_t s = ggml_fp32_to_ue4m3(bs);

@@ -368,6 +368,7 @@ KernelArgs kernel_args(const ResolvedOptions& o) {
   k.scale_bit_order = o.scale_bit_order;
   if (k.family == KernelFamily::nvfp4_ggml || k.family == KernelFamily::mxfp4_ggml)
     k.ggml_argmin = ggml_argmin_table(o.recipe->format);
+  if (k.family == KernelFamily::nvfp4_ggml) k.ggml_literal_bits = nvfp4_ggml_literal_bits();
   return k;
 }
 
@@ -440,6 +441,38 @@ const GgmlArgminRow* ggml_rows() {
 const GgmlArgminRow* ggml_argmin_table(Format format) {
   if (format == Format::mxfp4) return ggml_rows<256, reference::ggml_e8m0_to_fp32_half>();
   return ggml_rows<128, reference::ggml_ue4m3_to_fp32>();
+}
+
+// The scale code of quantize_ggml rises with the block's amax
+// (ggml_fp32_to_ue4m3 of amax / 6 is monotone, nvfp4.cpp), so the amax bits
+// of code s span [first(s), first(s + 1)), and its blocks reach their row's
+// limit from max(first(s), limit_bits). The smallest such start over the
+// codes; SimdGgmlArgmin checks every finite amax below it against its row.
+uint32_t nvfp4_ggml_literal_bits() {
+  static const uint32_t bits = [] {
+    constexpr uint32_t kInf = 0x7F800000;  // Inf and NaN reach every row's limit (at most +Inf's bits)
+    const GgmlArgminRow* rows = ggml_argmin_table(Format::nvfp4);
+    auto code_of = [](uint32_t b) { return reference::ggml_fp32_to_ue4m3(std::bit_cast<float>(b) / 6.0f); };
+    auto first = [&](int s) {  // the smallest finite amax bits of code >= s, else kInf
+      uint32_t lo = 0, hi = kInf;
+      while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (code_of(mid) >= s)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      return lo;
+    };
+    uint32_t from = kInf;
+    for (int s = 0; s < 128; ++s) {
+      const uint32_t begin = first(s), end = first(s + 1);
+      const uint32_t start = std::max(begin, rows[s].limit_bits);
+      if (start < end) from = std::min(from, start);
+    }
+    return from;
+  }();
+  return bits;
 }
 
 namespace {

@@ -68,6 +68,19 @@ HWY_INLINE IntVec<D> GgmlArgminLiteral(D d, float unit, hn::Vec<D> v) {
   return hn::IfThenElse(hn::And(negative, hn::Gt(best, hn::Zero(di))), hn::Or(best, hn::Set(di, 8)), best);
 }
 
+// GgmlArgmin's constants, made once before a loop of blocks (Opaque).
+template <class D>
+struct GgmlArgminConstants {
+  explicit GgmlArgminConstants(D d)
+      : three_quarters(Opaque(hn::Set(d, 0.75f))),
+        eight(Opaque(hn::Set(d, 8.0f))),
+        index_bias(Opaque(hn::Set(hn::RebindToSigned<D>(), 253))),
+        negative_code(Opaque(hn::Set(hn::RebindToSigned<D>(), 8))),
+        one(Opaque(hn::Set(hn::RebindToSigned<D>(), 1))) {}
+  hn::Vec<D> three_quarters, eight;
+  IntVec<D> index_bias, negative_code, one;
+};
+
 // The same codes from the row's thresholds (driver.cpp ggml_argmin_row), for
 // a block whose largest |x| is below row.limit_bits (no NaN, no Inf). The
 // magnitude is the number of thresholds at or below |x|. Where the row fits
@@ -78,15 +91,15 @@ HWY_INLINE IntVec<D> GgmlArgminLiteral(D d, float unit, hn::Vec<D> v) {
 // between two thresholds, which sit at 0.5, 1.5, 2.5, 3.5, 5, 7 and 10 d to
 // within 2^-20), and that index's threshold decides between them.
 template <class D>
-HWY_INLINE IntVec<D> GgmlArgmin(D d, const GgmlArgminRow& row, hn::Vec<D> v) {
+HWY_INLINE IntVec<D> GgmlArgmin(D d, const GgmlArgminConstants<D>& c, const GgmlArgminRow& row, hn::Vec<D> v) {
   const hn::RebindToSigned<D> di;
   const auto a = hn::Abs(v);
   IntVec<D> best;
   if constexpr (GgmlLookupFits(d)) {
-    const auto z = hn::Min(hn::MulAdd(a, hn::Set(d, row.ratio), hn::Set(d, 0.75f)), hn::Set(d, 8.0f));
-    const auto index = hn::Sub(hn::ShiftRight<22>(hn::BitCast(di, z)), hn::Set(di, 253));  // 0..7
+    const auto z = hn::Min(hn::MulAdd(a, hn::Set(d, row.ratio), c.three_quarters), c.eight);
+    const auto index = hn::Sub(hn::ShiftRight<22>(hn::BitCast(di, z)), c.index_bias);  // 0..7
     const auto threshold = hn::TableLookupLanes(hn::Load(d, row.threshold), hn::IndicesFromVec(d, index));
-    best = hn::Add(index, hn::VecFromMask(di, hn::RebindMask(di, hn::Lt(a, threshold))));
+    best = hn::IfThenElse(hn::RebindMask(di, hn::Lt(a, threshold)), hn::Sub(index, c.one), index);
   } else {
     best = hn::Zero(di);
     for (int k = 1; k < 8; ++k)
@@ -94,7 +107,7 @@ HWY_INLINE IntVec<D> GgmlArgmin(D d, const GgmlArgminRow& row, hn::Vec<D> v) {
   }
   // Code 8 + k for x <= -threshold[1] (a nonzero magnitude of a negative x).
   const auto negative = hn::RebindMask(di, hn::Le(v, hn::Set(d, row.minus_threshold1)));
-  return hn::Or(best, hn::IfThenElseZero(negative, hn::Set(di, 8)));
+  return hn::IfThenElse(negative, hn::Or(best, c.negative_code), best);
 }
 
 // The value of an argmin code (never 0x8): ±fp32(kv * unit), the candidate

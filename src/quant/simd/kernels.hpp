@@ -45,6 +45,10 @@ inline constexpr float kGgmlArgminRatio = 0.79f;
 // The rows of every scale code, built once: nvfp4 128 (UE4M3 codes
 // 0..0x7F), mxfp4 256 (E8M0 codes).
 const GgmlArgminRow* ggml_argmin_table(Format format);
+// nvfp4.ggml: the smallest largest-|x| bits (NaN above +Inf's) at which a
+// block may reach its row's limit_bits. A group whose blocks are all below it
+// skips the per-block test (NvGgmlGroupScales); at most +Inf's bits.
+uint32_t nvfp4_ggml_literal_bits();
 
 // The amax reductions of NvAmaxNan in one pass: the fmaxf maximum, and whether
 // any / every value is NaN (propagate: the first NaN wins; maxnum: NaN only
@@ -75,6 +79,7 @@ struct KernelArgs {
   const float* nv_block_amax = nullptr;
   // nvfp4.ggml and mxfp4.ggml: the argmin's rows, ggml_argmin_table(format).
   const GgmlArgminRow* ggml_argmin = nullptr;
+  uint32_t ggml_literal_bits = 0;  // nvfp4.ggml: nvfp4_ggml_literal_bits()
   // nvfp4.ggml quantize, where set: receives abs_max_stats(x, n) of the run,
   // taken from the block maxima the kernel reduces anyway (a separate pass was
   // 0.5 of 5.0 AVX2 instructions per value and a second read of the run).

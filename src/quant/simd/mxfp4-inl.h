@@ -245,7 +245,8 @@ HWY_INLINE uint8_t MxGgmlCodes(const GgmlArgminRow* HWY_RESTRICT rows, const flo
   const auto max_bits = static_cast<uint32_t>(hn::GetLane(MxAmaxBits(d, x)));
   uint8_t c = MxGgmlScaleCode(max_bits);
   if (HWY_LIKELY(max_bits < rows[c].limit_bits)) {
-    for (int i = 0; i < kMxBlock; i += n) codes[i / n] = GgmlArgmin(d, rows[c], hn::LoadU(d, x + i));
+    const GgmlArgminConstants<MxTag> argmin(d);
+    for (int i = 0; i < kMxBlock; i += n) codes[i / n] = GgmlArgmin(d, argmin, rows[c], hn::LoadU(d, x + i));
     return c;
   }
   c = MxGgmlScaleCode(static_cast<uint32_t>(hn::GetLane(MxAmaxBits<false>(d, x))));

@@ -60,6 +60,7 @@ struct NvTensorConstants {
   // two_step (reference::nvfp4_decode_factor; code 0x8 is +0 when positive_zero).
   const float* factor = nullptr;
   const GgmlArgminRow* ggml = nullptr;  // nvfp4.ggml: the argmin's rows by scale code
+  int32_t ggml_literal_bits = 0;         // nvfp4.ggml: KernelArgs::ggml_literal_bits
   bool two_step = false;
   bool positive_zero = false;
   NibbleOrder order = NibbleOrder::low_first;  // of the packed codes (NvGroup's quantize)
@@ -708,13 +709,15 @@ HWY_INLINE void NvGgmlGroupMaxBits(D d, const float* HWY_RESTRICT x, int32_t* HW
   for (int b = 0; b < kNvGroup; ++b) out[b] = hn::GetLane(hn::MaxOfLanes(di, m[b]));
 }
 
-// NvGgmlGroup's blocks, once their scale codes and max bits are known.
-// kMayBeLiteral: each block is tested against its row's limit_bits (fake-quant
-// always; quantize when some block of the group reaches it, which is rare);
+// NvGgmlGroupBlocks' blocks, once their scale codes and max bits are known.
+// kMayBeLiteral: each block is tested against its row's limit_bits (when
+// some block of the group reaches t.ggml_literal_bits, which is rare);
 // without it the loop has no branch but the packing's on `order`, which the
-// caller makes a constant where it can.
-template <bool kMayBeLiteral>
-HWY_INLINE void NvGgmlBlocks(const NvTensorConstants& t, NibbleOrder order, const float* HWY_RESTRICT x,
+// caller makes a constant where it can. kFake: fake-quant values to y, else
+// packed codes and scale codes.
+template <bool kFake, bool kMayBeLiteral>
+HWY_INLINE void NvGgmlBlocks(const NvTensorConstants& t, const GgmlArgminConstants<NvGgmlTag>& argmin,
+                             NibbleOrder order, const float* HWY_RESTRICT x,
                              float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales,
                              const int32_t* HWY_RESTRICT max_bits, const int32_t* HWY_RESTRICT scale_code) {
   const NvGgmlTag d;
@@ -733,9 +736,9 @@ HWY_INLINE void NvGgmlBlocks(const NvTensorConstants& t, NibbleOrder order, cons
     IntVec<NvGgmlTag> code[kVectors];
     for (int i = 0; i < kNvBlock; i += n) {
       const auto v = hn::LoadU(d, xb + i);
-      code[i / n] = literal ? GgmlArgminLiteral(d, row.d, v) : GgmlArgmin(d, row, v);
+      code[i / n] = literal ? GgmlArgminLiteral(d, row.d, v) : GgmlArgmin(d, argmin, row, v);
     }
-    if (packed == nullptr) {  // fake-quant (NvFakeQuantRun's null codes fold this branch there)
+    if constexpr (kFake) {
       for (int i = 0; i < kNvBlock; i += n)
         hn::StoreU(GgmlCodeValue(d, code[i / n], hn::Set(d, row.d)), d, y + b * kNvBlock + i);
     } else {
@@ -745,41 +748,53 @@ HWY_INLINE void NvGgmlBlocks(const NvTensorConstants& t, NibbleOrder order, cons
   }
 }
 
-// quantize_ggml, kNvGroup blocks: fake-quant values to y when packed is null
-// (the decode factor of scale s is 2d, ggml_ue4m3_to_fp32 * 2: GgmlCodeValue),
-// else the codes packed in `order` (kNvGroup * 8 bytes) and the scale codes.
-// seen, when set: kNvGroup lanes that keep the largest block max bits (NaN
+// A group's block maxima and scale codes. Quantize computes them one group
+// ahead of the blocks that use them (NvValues): each block's argmin reads its
+// row by scale code, at the end of a chain of some 80 cycles (the maxima, a
+// division, the code, the row's loads), and with the chain in front of its
+// own blocks the core did not overlap it with the previous group's
+// (AVX-512, one thread: 1.9 G values/s, 2.6 G with the rows unhooked).
+struct NvGgmlScales {
+  alignas(16) int32_t max_bits[kNvGroup];  // the largest |x| bits, NaN included (above kInfBits)
+  alignas(16) int32_t scale_code[kNvGroup];
+  bool literal;  // some block's max bits reach t.ggml_literal_bits (rare): each block is tested
+};
+
+// quantize_ggml's scale codes of the kNvGroup blocks at x (ggml_fp32_to_ue4m3
+// of amax / 6) to s. seen, when set: kNvGroup lanes that keep the largest block max bits (NaN
 // included) of the groups so far, for the run's tensor amax (KernelArgs::run_amax).
-HWY_INLINE void NvGgmlGroup(const NvTensorConstants& t, NibbleOrder order, const float* HWY_RESTRICT x,
-                            float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales,
-                            int32_t* HWY_RESTRICT seen = nullptr) {
+HWY_INLINE void NvGgmlGroupScales(const NvTensorConstants& t, const float* HWY_RESTRICT x, int32_t* HWY_RESTRICT seen,
+                                  NvGgmlScales& s) {
   const NvGroupTag dg;
   const hn::RebindToSigned<NvGroupTag> dgi;
   const int lanes = static_cast<int>(hn::Lanes(dg));
-  alignas(16) int32_t max_bits[kNvGroup];
-  alignas(16) int32_t scale_code[kNvGroup];
-  NvGgmlGroupMaxBits(NvGgmlTag(), x, max_bits);
-  // Each block's row limit, gathered: one test for the group, not a branch per block.
-  static_assert(sizeof(GgmlArgminRow) == 32 * sizeof(int32_t), "rows 32 int32 apart");
-  const int32_t* limit = reinterpret_cast<const int32_t*>(&t.ggml[0].limit_bits);  // at most +Inf's bits: positive
+  NvGgmlGroupMaxBits(NvGgmlTag(), x, s.max_bits);
   bool literal = false;
   for (int b = 0; b < kNvGroup; b += lanes) {  // a NaN lane's code is not used: its block takes the literal path
-    const auto bits = hn::Load(dgi, max_bits + b);
+    const auto bits = hn::Load(dgi, s.max_bits + b);
     if (seen) hn::Store(hn::Max(hn::Load(dgi, seen + b), bits), dgi, seen + b);
-    const auto code = GgmlUe4m3Code(dg, hn::Div(hn::BitCast(dg, bits), hn::Set(dg, 6.0f)));
-    hn::Store(code, dgi, scale_code + b);
-    if (packed != nullptr)
-      literal = literal || !hn::AllTrue(dgi, hn::Lt(bits, hn::GatherIndex(dgi, limit, hn::ShiftLeft<5>(code))));
+    hn::Store(GgmlUe4m3Code(dg, hn::Div(hn::BitCast(dg, bits), hn::Set(dg, 6.0f))), dgi, s.scale_code + b);
+    // One test for the group, not a load and a branch per block (nor a gather of their rows' limits).
+    literal = literal || !hn::AllTrue(dgi, hn::Lt(bits, hn::Set(dgi, t.ggml_literal_bits)));
   }
-  // Fake-quant (NvFakeQuantRun's null codes fold this) keeps one copy of the
-  // blocks' loop, each block tested: with two, GCC no longer inlined its
-  // group (AVX2 callgrind: 6.1 instructions per value against 5.5).
-  if (packed == nullptr || HWY_UNLIKELY(literal))
-    NvGgmlBlocks<true>(t, order, x, y, packed, scales, max_bits, scale_code);
-  else if (order == NibbleOrder::split_half)  // ggml's own order, a constant in the packing
-    NvGgmlBlocks<false>(t, NibbleOrder::split_half, x, y, packed, scales, max_bits, scale_code);
+  s.literal = literal;
+}
+
+// quantize_ggml's kNvGroup blocks at x, their scales s known. kFake:
+// fake-quant values to y (the decode factor of scale s is 2d,
+// ggml_ue4m3_to_fp32 * 2: GgmlCodeValue), else the codes packed in `order`
+// (kNvGroup * 8 bytes) and the scale codes.
+template <bool kFake>
+HWY_INLINE void NvGgmlGroupBlocks(const NvTensorConstants& t, const GgmlArgminConstants<NvGgmlTag>& argmin,
+                                  NibbleOrder order, const float* HWY_RESTRICT x,
+                                  float* HWY_RESTRICT y, uint8_t* HWY_RESTRICT packed, uint32_t* HWY_RESTRICT scales,
+                                  const NvGgmlScales& s) {
+  if (HWY_UNLIKELY(s.literal))
+    NvGgmlBlocks<kFake, true>(t, argmin, order, x, y, packed, scales, s.max_bits, s.scale_code);
+  else if (kFake || order == NibbleOrder::split_half)  // ggml's own order, a constant in the packing
+    NvGgmlBlocks<kFake, false>(t, argmin, NibbleOrder::split_half, x, y, packed, scales, s.max_bits, s.scale_code);
   else
-    NvGgmlBlocks<false>(t, order, x, y, packed, scales, max_bits, scale_code);
+    NvGgmlBlocks<kFake, false>(t, argmin, order, x, y, packed, scales, s.max_bits, s.scale_code);
 }
 
 }  // namespace fp4emu::simd::HWY_NAMESPACE
