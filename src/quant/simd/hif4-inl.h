@@ -244,6 +244,18 @@ HWY_INLINE hn::Mask<D> ExactProductAtLeast(D d, hn::Vec<D> m, hn::Vec<D> k, hn::
 // NaN (never a tie, never below), so q = 7, as for FLT_MAX.
 template <Rounding R, class D>
 HWY_INLINE hn::Vec<D> S1p2QuarterOfExactFma(D d, hn::Vec<D> a, hn::Vec<D> k4) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if constexpr (R == Rounding::rha && hn::MaxLanes(d) == 16) {
+    // floor(4ak + 1/2) from the fused sum rounded toward -Inf (AVX-512's
+    // embedded rounding), then floored: that rounding never passes below
+    // floor(4ak + 1/2), an fp32 integer wherever it is below 2^24, so the
+    // floor of the rounded sum is that of the exact one (past 2^24, and
+    // for +Inf, q = 7 either way). Three operations, not seven.
+    const hn::Vec<D> down{_mm512_fmadd_round_ps(a.raw, k4.raw, _mm512_set1_ps(0.5f),
+                                                _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)};
+    return hn::Min(hn::Floor(down), hn::Set(d, 7.0f));
+  }
+#endif
   const auto magic = hn::Set(d, 0x1p23f);
   const auto q = hn::Sub(hn::MulAdd(a, k4, magic), magic);
   const auto one = hn::Set(d, 1.0f);
