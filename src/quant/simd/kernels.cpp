@@ -341,7 +341,8 @@ HWY_NOINLINE void NvGgmlRun(const NvTensorConstants& constants, const float* HWY
     NvGgmlScales& now = ahead[(at / kValues) & 1];
     if (at != ready_at) NvGgmlGroupScales(t, in, seen, now);
     if (at + kValues < whole_values) {
-      for (int i = 0; i < kValues; i += 64 / sizeof(float)) hwy::Prefetch(in + kPrefetchAhead + i);
+      if (at + kPrefetchAhead + kValues <= whole_values)  // no pointer past the run
+        for (int i = 0; i < kValues; i += 64 / sizeof(float)) hwy::Prefetch(in + kPrefetchAhead + i);
       NvGgmlGroupScales(t, in + kValues, seen, ahead[(at / kValues + 1) & 1]);
       ready_at = at + kValues;
     }

@@ -748,8 +748,8 @@ HWY_INLINE void NvGgmlBlocks(const NvTensorConstants& t, const GgmlArgminConstan
   }
 }
 
-// A group's block maxima and scale codes. Quantize computes them one group
-// ahead of the blocks that use them (NvValues): each block's argmin reads its
+// A group's block maxima and scale codes. NvGgmlRun computes them one group
+// ahead of the blocks that use them: each block's argmin reads its
 // row by scale code, at the end of a chain of some 80 cycles (the maxima, a
 // division, the code, the row's loads), and with the chain in front of its
 // own blocks the core did not overlap it with the previous group's
@@ -761,8 +761,9 @@ struct NvGgmlScales {
 };
 
 // quantize_ggml's scale codes of the kNvGroup blocks at x (ggml_fp32_to_ue4m3
-// of amax / 6) to s. seen, when set: kNvGroup lanes that keep the largest block max bits (NaN
-// included) of the groups so far, for the run's tensor amax (KernelArgs::run_amax).
+// of amax / 6) to s. seen, when set: kNvGroup lanes that keep the largest
+// block max bits (NaN included) of the groups so far, for the run's tensor
+// amax (KernelArgs::run_amax).
 HWY_INLINE void NvGgmlGroupScales(const NvTensorConstants& t, const float* HWY_RESTRICT x, int32_t* HWY_RESTRICT seen,
                                   NvGgmlScales& s) {
   const NvGroupTag dg;
