@@ -465,10 +465,12 @@ uint32_t nvfp4_ggml_literal_bits() {
       return lo;
     };
     uint32_t from = kInf;
+    uint32_t begin = 0;  // first(0)
     for (int s = 0; s < 128; ++s) {
-      const uint32_t begin = first(s), end = first(s + 1);
+      const uint32_t end = first(s + 1);
       const uint32_t start = std::max(begin, rows[s].limit_bits);
       if (start < end) from = std::min(from, start);
+      begin = end;
     }
     return from;
   }();

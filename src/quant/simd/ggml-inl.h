@@ -68,7 +68,7 @@ HWY_INLINE IntVec<D> GgmlArgminLiteral(D d, float unit, hn::Vec<D> v) {
   return hn::IfThenElse(hn::And(negative, hn::Gt(best, hn::Zero(di))), hn::Or(best, hn::Set(di, 8)), best);
 }
 
-// GgmlArgmin's constants, made once before a loop of blocks (Opaque).
+// GgmlArgmin's constants, made once before a loop of vectors (Opaque).
 template <class D>
 struct GgmlArgminConstants {
   explicit GgmlArgminConstants(D d)

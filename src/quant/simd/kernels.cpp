@@ -335,16 +335,16 @@ HWY_NOINLINE void NvGgmlRun(const NvTensorConstants& constants, const float* HWY
   constexpr int kPrefetchAhead = 16 * kValues;
   const int64_t whole_values = n / kValues * kValues;
   const GgmlArgminConstants<NvGgmlTag> argmin{NvGgmlTag()};
-  NvGgmlScales ahead[2];
-  int64_t ready_at = -1;  // the run position of the group whose scales are ready
+  NvGgmlScales ahead[2];  // by the parity of the group
+  // The runs visit their groups in order from position 0, so every whole
+  // group but the first finds its scales made by the group before.
   auto scales_of = [&](const float* in, int64_t at) FP4EMU_INLINE_LAMBDA -> const NvGgmlScales& {
     NvGgmlScales& now = ahead[(at / kValues) & 1];
-    if (at != ready_at) NvGgmlGroupScales(t, in, seen, now);
+    if (at == 0 || at >= whole_values) NvGgmlGroupScales(t, in, seen, now);
     if (at + kValues < whole_values) {
       if (at + kPrefetchAhead + kValues <= whole_values)  // no pointer past the run
         for (int i = 0; i < kValues; i += 64 / sizeof(float)) hwy::Prefetch(in + kPrefetchAhead + i);
       NvGgmlGroupScales(t, in + kValues, seen, ahead[(at / kValues + 1) & 1]);
-      ready_at = at + kValues;
     }
     return now;
   };
